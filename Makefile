@@ -1,0 +1,65 @@
+# slurmkube: the quick start is `make demo` and `make test` (see README.md).
+# Every target installs what it needs, idempotently; builds are cached outside
+# the checkout (SLURMKUBE_CACHE, default ~/.cache/slurmkube) and runtime state
+# lives in .run/ (git-ignored).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ROOT := $(abspath .)
+export SLURMKUBE_CACHE ?= $(HOME)/.cache/slurmkube
+export SLURMKUBE_SLURM_PREFIX ?= $(SLURMKUBE_CACHE)/slurm/24.11.5
+export SLURMKUBE_RUN ?= $(ROOT)/.run
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+
+.PHONY: help venv slurm lint typecheck layers check test test-unit test-integration demo bench crds-check
+
+help:
+	@echo "make demo   - render the sample fleet, run real Slurm daemons, place a gang job"
+	@echo "make test   - lint, types, layers, unit, real-Slurm integration and e2e tests"
+	@echo "make bench  - benchmarks (JSON)"
+	@echo "make slurm  - build Slurm 24.11.5 into $(SLURMKUBE_SLURM_PREFIX)"
+
+$(VENV_STAMP): pyproject.toml
+	@command -v python3.11 >/dev/null || command -v python3 >/dev/null
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q -U pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*; touch $@
+
+venv: $(VENV_STAMP)
+
+slurm:
+	@bash images/slurm/build-local.sh
+
+lint: venv
+	$(VENV)/bin/ruff check operator tests bench e2e
+	$(VENV)/bin/ruff format --check operator tests bench e2e
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+layers: venv
+	$(VENV)/bin/lint-imports
+
+check: lint typecheck layers
+
+test-unit: venv
+	$(PY) -m pytest tests/unit -q
+
+test-integration: venv slurm
+	$(PY) -m pytest tests/integration -q -m integration
+
+# Other targets (cluster, sim, e2e, ...) live in mk/*.mk, one file per area.
+-include mk/*.mk
+
+test: check test-unit test-integration $(EXTRA_TEST_TARGETS)
+	@echo "make test: all green"
+
+demo: venv slurm
+	$(PY) -m slurmkube.demo
+
+bench: venv slurm
+	$(PY) bench/render.py
+	$(PY) bench/backfill.py

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Pinned `go install` of kwok, kueue and helm into $SLURMKUBE_CACHE/bin.
+#
+# Why a script: each tool is built once per version into its own folder
+# ($SLURMKUBE_CACHE/tools/<name>-<version>/) and bin/<name> is a symlink to it,
+# so a re-run is a no-op and a version bump never mixes old and new binaries.
+# The build happens outside the checkout so CI clones on the same machine reuse it.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${SLURMKUBE_CACHE:-$HOME/.cache/slurmkube}
+mkdir -p "$cache/bin" "$cache/tools"
+
+install_tool() { # name module@version
+  local name=$1 pkg=$2 version=${2##*@}
+  local dir="$cache/tools/$name-$version"
+  if [[ ! -x "$dir/$name" ]]; then
+    echo "building $name $version (go install $pkg)"
+    local start=$SECONDS
+    GOBIN="$dir.tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install -trimpath -ldflags=-s "$pkg"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    echo "built $name $version in $((SECONDS - start))s"
+  fi
+  ln -sfn "$dir/$name" "$cache/bin/$name"
+}
+
+tools=${*:-kwok kueue helm}
+for t in $tools; do
+  case $t in
+    kwok) install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
+    kueue) install_tool kueue "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" ;;
+    helm) install_tool helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" ;;
+    *) echo "unknown tool: $t" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,34 @@
+"""Where the daemons run: paths, hosts and ports the operator (or a test) decides.
+
+None of this is user input; it describes the deployment (pod conventions in
+Kubernetes, a temporary directory in tests). It is still validated, because
+it is still written into Slurm files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class RenderContext:
+    controller_host: str = "slurmctld-0"
+    controller_addr: str | None = None
+    slurmctld_port: int = 6817
+    slurmd_port: int = 6818
+    # One port per node when many slurmd share a host (--enable-multiple-slurmd).
+    node_ports: Mapping[str, int] = field(default_factory=dict)
+    node_addr: str | None = None
+    config_dir: str = "/etc/slurm"
+    state_save_location: str = "/var/spool/slurmctld"
+    slurmd_spool_dir: str = "/var/spool/slurmd/%n"
+    log_dir: str = "/var/log/slurm"
+    run_dir: str = "/run/slurm"
+    slurm_user: str = "slurm"
+    gpu_device_dir: str = "/dev"
+    # proctrack/cgroup + task/cgroup in pods; linuxproc for unprivileged tests.
+    cgroups: bool = True
+    # SlurmdParameters=config_overrides: trust slurm.conf over what slurmd
+    # detects. Only for tests where many fake nodes share one small host.
+    config_overrides: bool = False

@@ -1,0 +1,98 @@
+"""Slurm hostlist expressions: `gpu-[001-018,020]`.
+
+Slurm's parser accepts plain comma lists too, but 10,000-node lines are
+unreadable and slow to diff; compressed ranges keep each line short and make
+a change to one node touch one range. Only a trailing run of digits is ranged,
+and zero padding is kept (Slurm ranges preserve the width of the bounds).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress(names: Iterable[str]) -> str:
+    """Names -> one hostlist expression, deterministic for any input order.
+
+    Names are grouped by prefix and digit count, so every member of a range
+    has the width of its bounds and Slurm expands it back exactly.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in set(names):
+        match = _TRAILING_DIGITS.match(name)
+        if match is None:
+            plain.append(name)
+            continue
+        prefix, digits = match.groups()
+        groups.setdefault((prefix, len(digits)), []).append(int(digits))
+    parts: list[tuple[str, int, str]] = [(p, 0, p) for p in plain]
+    for (prefix, width), numbers in groups.items():
+        numbers.sort()
+        ranges = _ranges(numbers, width)
+        body = ranges[0] if len(numbers) == 1 else f"[{','.join(ranges)}]"
+        parts.append((prefix, width, f"{prefix}{body}"))
+    parts.sort()
+    return ",".join(expr for _, _, expr in parts)
+
+
+def _ranges(numbers: list[int], width: int) -> list[str]:
+    out: list[str] = []
+    start = prev = numbers[0]
+    for n in numbers[1:]:
+        if n == prev + 1:
+            prev = n
+            continue
+        out.append(_range(start, prev, width))
+        start = prev = n
+    out.append(_range(start, prev, width))
+    return out
+
+
+def _range(lo: int, hi: int, width: int) -> str:
+    first = str(lo).zfill(width)
+    return first if lo == hi else f"{first}-{str(hi).zfill(width)}"
+
+
+_BRACKET = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
+
+
+def expand(expression: str) -> list[str]:
+    """Hostlist expression -> names, in expression order (used by tests and adapters)."""
+    names: list[str] = []
+    for part in _split_top_level(expression):
+        match = _BRACKET.match(part)
+        if match is None:
+            names.append(part)
+            continue
+        prefix, body, suffix = match.groups()
+        for item in body.split(","):
+            if "-" in item:
+                lo, hi = item.split("-", 1)
+                width = len(lo)
+                names.extend(
+                    f"{prefix}{str(i).zfill(width)}{suffix}" for i in range(int(lo), int(hi) + 1)
+                )
+            else:
+                names.append(f"{prefix}{item}{suffix}")
+    return names
+
+
+def _split_top_level(expression: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in expression:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if current:
+        parts.append("".join(current))
+    return [p for p in parts if p]

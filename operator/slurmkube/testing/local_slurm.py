@@ -1,0 +1,299 @@
+"""A real Slurm 24.11 cluster on loopback, from a configuration slurmkube rendered.
+
+slurmctld, one slurmd per node (built with --enable-multiple-slurmd, so many
+share this host, each on its own port, named with `-N`), and slurmrestd with
+JWT auth. GPUs are character devices made with `mknod c 1 3` (slurmd ignores
+GRES without device files). slurmd runs configless (`--conf-server`), as in
+the operator's pods. Every process is tracked by PID and stopped by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurmkube.api.documents import ClusterBundle
+from slurmkube.api.models import KubeNode
+from slurmkube.render import RenderContext, plan_config, render_files
+from slurmkube.render.config import SlurmConfig
+from slurmkube.topology.fleet import gpu_count
+
+DEFAULT_PREFIX = Path.home() / ".cache" / "slurmkube" / "slurm" / "24.11.5"
+REST_USER = "slurmkube-rest"
+
+
+def slurm_prefix() -> Path:
+    return Path(os.environ.get("SLURMKUBE_SLURM_PREFIX", str(DEFAULT_PREFIX)))
+
+
+class SlurmNotBuilt(RuntimeError):
+    pass
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out now; held open together so they are distinct."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _ensure_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            check=True,
+        )
+        return pwd.getpwnam(name)
+
+
+@dataclass
+class LocalSlurm:
+    """A running cluster. Use `start_local_slurm` (a context manager) to get one."""
+
+    root: Path
+    prefix: Path
+    config: SlurmConfig
+    context: RenderContext
+    rest_port: int
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    # --- paths and environment ---
+    @property
+    def conf_dir(self) -> Path:
+        return self.root / "etc"
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["SLURM_CONF"] = str(self.conf_dir / "slurm.conf")
+        env["PATH"] = f"{self.prefix / 'bin'}:{self.prefix / 'sbin'}:{env.get('PATH', '')}"
+        return env
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def nodes(self) -> list[str]:
+        return [n for names in self.config.members.values() for n in names]
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 60) -> str:
+        """A Slurm client command (`scontrol`, `sbatch`, ...) against this cluster."""
+        proc = subprocess.run(
+            [str(self.prefix / "bin" / argv[0]), *argv[1:]],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(
+                proc.returncode, argv, proc.stdout, proc.stderr
+            )
+        return proc.stdout
+
+    def token(self, lifespan: int = 3600, user: str = "root") -> str:
+        out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}")
+        return out.strip().split("=", 1)[1]
+
+    # --- configuration ---
+    def write_config(self, config: SlurmConfig) -> None:
+        """Write rendered files atomically; the caller decides when to reconfigure."""
+        self.config = config
+        for name, text in render_files(config).files.items():
+            tmp = self.conf_dir / f".{name}.tmp"
+            tmp.write_text(text)
+            tmp.replace(self.conf_dir / name)
+
+    def render(self, bundle: ClusterBundle, nodes: Sequence[KubeNode]) -> SlurmConfig:
+        return plan_config(bundle, nodes, self.context)
+
+    # --- processes ---
+    def _spawn(self, key: str, argv: list[str]) -> None:
+        log = open(self.root / "log" / f"{key}.out", "ab")  # noqa: SIM115 - owned by the child
+        self.processes[key] = subprocess.Popen(
+            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+
+    def start_slurmd(self, node: str) -> None:
+        ctl = f"127.0.0.1:{self.context.slurmctld_port}"
+        env_key = self.conf_dir / "slurm.key"
+        os.environ.setdefault("SLURM_SACK_KEY", str(env_key))
+        self._spawn(
+            f"slurmd-{node}",
+            [str(self.prefix / "sbin" / "slurmd"), "-D", "-N", node, "--conf-server", ctl],
+        )
+
+    def stop(self, key: str, timeout: float = 15) -> None:
+        proc = self.processes.pop(key, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def stop_all(self) -> None:
+        # Nodes first, the controller last, so slurmd's goodbye reaches it.
+        for key in [k for k in self.processes if k.startswith("slurmd-")]:
+            self.stop(key)
+        for key in list(self.processes):
+            self.stop(key)
+
+    def check_alive(self) -> None:
+        dead = {k: p.returncode for k, p in self.processes.items() if p.poll() is not None}
+        if dead:
+            raise RuntimeError(f"Slurm daemons exited: {dead}; logs in {self.root / 'log'}")
+
+    # --- waiting ---
+    def wait_for(self, predicate: object, what: str, timeout: float = 60) -> None:
+        assert callable(predicate)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                if predicate():
+                    return
+            time.sleep(0.3)
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+    def node_states(self) -> dict[str, str]:
+        out = self.run("sinfo", "-h", "-N", "-o", "%N %T")
+        states: dict[str, str] = {}
+        for line in out.splitlines():
+            name, state = line.split()
+            states[name] = state
+        return states
+
+    def wait_nodes_idle(self, nodes: Sequence[str] | None = None, timeout: float = 60) -> None:
+        want = set(nodes if nodes is not None else self.nodes)
+
+        def idle() -> bool:
+            states = self.node_states()
+            return all(states.get(n) == "idle" for n in want)
+
+        self.wait_for(idle, f"nodes {sorted(want)} idle", timeout)
+
+
+def _rest_user_args(prefix: Path) -> list[str]:
+    """slurmrestd refuses to serve as root. It drops to `-u/-g` itself, but then
+    must still read its plugins: when the build sits under a private home
+    (root's 0700 ~/.cache), the test runs it as root with the user check
+    disabled (SLURMRESTD_SECURITY=disable_user_check, slurmrestd(8))."""
+    user = _ensure_user(REST_USER)
+    probe = subprocess.run(
+        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+         "test", "-r", str(prefix / "lib" / "slurm")],
+        check=False,
+    )
+    if probe.returncode == 0:
+        return ["-u", str(user.pw_uid), "-g", str(user.pw_gid)]
+    os.environ["SLURMRESTD_SECURITY"] = "disable_user_check"
+    return []
+
+
+def _make_gpu_devices(dev: Path, count: int) -> None:
+    dev.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        path = dev / f"nvidia{i}"
+        if not path.exists():
+            # Same major/minor as /dev/null: a real character device, harmless to open.
+            os.mknod(path, 0o666 | 0o020000, os.makedev(1, 3))
+
+
+@contextlib.contextmanager
+def start_local_slurm(
+    bundle: ClusterBundle,
+    nodes: Sequence[KubeNode],
+    *,
+    start_slurmd: Sequence[str] | None = None,
+    rest: bool = True,
+    root: Path | None = None,
+) -> Iterator[LocalSlurm]:
+    """Render `bundle` for `nodes`, start the daemons, yield, and stop them by PID."""
+    prefix = slurm_prefix()
+    if not (prefix / "sbin" / "slurmctld").exists():
+        raise SlurmNotBuilt(f"no Slurm build at {prefix}; run `make slurm`")
+    workdir = Path(root) if root else Path(tempfile.mkdtemp(prefix="slurmkube-slurm-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chmod(workdir, 0o755)  # slurmrestd reads etc/ after dropping to its user
+    for sub in ("etc", "state", "spool", "log", "run", "dev"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    node_names = [n.metadata.name for n in nodes]
+    ports = free_ports(len(node_names) + 2)
+    ctl_port, rest_port, node_ports = ports[0], ports[1], ports[2:]
+    host = socket.gethostname().split(".")[0].lower()
+    context = RenderContext(
+        controller_host=host,
+        controller_addr="127.0.0.1",
+        slurmctld_port=ctl_port,
+        node_ports=dict(zip(node_names, node_ports, strict=True)),
+        config_dir=str(workdir / "etc"),
+        state_save_location=str(workdir / "state"),
+        slurmd_spool_dir=str(workdir / "spool" / "%n"),
+        log_dir=str(workdir / "log"),
+        run_dir=str(workdir / "run"),
+        slurm_user="root",
+        gpu_device_dir=str(workdir / "dev"),
+        cgroups=False,
+        config_overrides=True,
+    )
+    config = plan_config(bundle, nodes, context)
+    max_gpus = max((gpu_count(n) for n in nodes), default=0)
+    _make_gpu_devices(workdir / "dev", max(max_gpus, 1))
+    cluster = LocalSlurm(workdir, prefix, config, context, rest_port)
+    (workdir / "etc" / "slurm.key").write_bytes(secrets.token_bytes(1024))
+    (workdir / "etc" / "jwt.key").write_bytes(secrets.token_bytes(32))
+    os.chmod(workdir / "etc" / "slurm.key", 0o600)
+    os.chmod(workdir / "etc" / "jwt.key", 0o600)
+    cluster.write_config(config)
+    os.environ["SLURM_SACK_KEY"] = str(workdir / "etc" / "slurm.key")
+    try:
+        cluster._spawn("slurmctld", [str(prefix / "sbin" / "slurmctld"), "-D", "-i"])
+        cluster.wait_for(lambda: cluster.run("scontrol", "ping").find("UP") >= 0, "slurmctld up")
+        for name in start_slurmd if start_slurmd is not None else cluster.nodes:
+            cluster.start_slurmd(name)
+        if rest:
+            cluster._spawn(
+                "slurmrestd",
+                [
+                    str(prefix / "sbin" / "slurmrestd"),
+                    *_rest_user_args(prefix),
+                    "-a",
+                    "rest_auth/jwt",
+                    "-s",
+                    "openapi/slurmctld",
+                    f"127.0.0.1:{rest_port}",
+                ],
+            )
+        yield cluster
+    finally:
+        cluster.stop_all()
+        if root is None and not os.environ.get("SLURMKUBE_KEEP_SLURM"):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+__all__ = ["LocalSlurm", "SlurmNotBuilt", "free_ports", "start_local_slurm"]

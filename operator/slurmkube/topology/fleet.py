@@ -1,0 +1,145 @@
+"""Kubernetes Node objects -> the fleet as Slurm needs to see it.
+
+One `FleetNode` per Kubernetes node, with every value already validated for a
+Slurm file: its name (Slurm node name = Kubernetes node name, DESIGN.md §5),
+GPUs, CPUs and memory from the node's allocatable resources, and the labels
+that carry topology.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from slurmkube.api import grammar
+from slurmkube.api import well_known as wk
+from slurmkube.api.grammar import InvalidValue, SlurmToken
+from slurmkube.api.models import KubeNode
+
+
+@dataclass(frozen=True, slots=True)
+class FleetNode:
+    name: SlurmToken
+    gpus: int
+    gpu_type: SlurmToken | None
+    cpus: int
+    memory_mib: int
+    labels: tuple[tuple[str, str], ...]
+    ready: bool
+
+    def label(self, key: str) -> str | None:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return None
+
+
+_SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
+_QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?")
+
+
+def parse_quantity(value: str, where: str) -> Decimal:
+    """A Kubernetes resource.Quantity ("144", "500m", "2Ti", "1048576Ki") as a number."""
+    match = _QUANTITY.fullmatch(value.strip())
+    if not match:
+        raise InvalidValue(where, value, "a Kubernetes quantity such as 8, 500m, 64Gi")
+    try:
+        number = Decimal(match.group(1))
+    except InvalidOperation as err:  # pragma: no cover - the regex already constrains it
+        raise InvalidValue(where, value, "a Kubernetes quantity") from err
+    return number * Decimal(_SUFFIXES.get(match.group(2) or "", 1))
+
+
+def gpu_type_from_product(product: str) -> str:
+    """`NVIDIA-GB200` -> `gb200`, `NVIDIA-H100-80GB-HBM3` -> `h100-80gb-hbm3`.
+
+    Label values are already [A-Za-z0-9_.-]; Slurm GRES types are matched
+    case-sensitively, so lowercase them once here and everyone agrees.
+    """
+    lowered = product.lower()
+    return lowered.removeprefix("nvidia-") or lowered
+
+
+def gpu_count(node: KubeNode) -> int:
+    """GPUs the node offers: allocatable, else capacity, else GFD's count label."""
+    return _gpus(node, f"Node {node.metadata.name}")
+
+
+def _gpus(node: KubeNode, where: str) -> int:
+    for source, mapping in (
+        ("status.allocatable", node.status.allocatable),
+        ("status.capacity", node.status.capacity),
+    ):
+        if wk.RESOURCE_GPU in mapping:
+            value = parse_quantity(mapping[wk.RESOURCE_GPU], f"{where} {source}[{wk.RESOURCE_GPU}]")
+            return int(value)
+    count = node.metadata.labels.get(wk.LABEL_GPU_COUNT)
+    if count is None:
+        return 0
+    if not count.isdigit():
+        raise InvalidValue(f"{where} label {wk.LABEL_GPU_COUNT}", count, "a whole number")
+    return int(count)
+
+
+def _resource(node: KubeNode, key: str, where: str) -> Decimal:
+    mapping = node.status.allocatable or node.status.capacity
+    raw = mapping.get(key)
+    if raw is None:
+        raise InvalidValue(f"{where} status.allocatable[{key}]", "", f"the node's {key}")
+    return parse_quantity(raw, f"{where} status.allocatable[{key}]")
+
+
+def fleet_node(node: KubeNode, memory_reserved_mib: int = 0) -> FleetNode:
+    where = f"Node {node.metadata.name}"
+    name = grammar.hostname(node.metadata.name, f"{where} metadata.name")
+    gpus = _gpus(node, where)
+    product = node.metadata.labels.get(wk.LABEL_GPU_PRODUCT)
+    gpu_type = (
+        grammar.gres_type(gpu_type_from_product(product), f"{where} label {wk.LABEL_GPU_PRODUCT}")
+        if product and gpus
+        else None
+    )
+    cpus = max(1, int(_resource(node, "cpu", where)))
+    memory_mib = int(_resource(node, "memory", where) / 2**20) - memory_reserved_mib
+    if memory_mib < 1:
+        raise InvalidValue(
+            f"{where} status.allocatable[memory]",
+            node.status.allocatable.get("memory", ""),
+            f"more than the {memory_reserved_mib} MiB the NodeSet reserves",
+        )
+    return FleetNode(
+        name=name,
+        gpus=gpus,
+        gpu_type=gpu_type,
+        cpus=cpus,
+        memory_mib=memory_mib,
+        labels=tuple(sorted(node.metadata.labels.items())),
+        ready=node.ready and not node.spec.unschedulable,
+    )
+
+
+def sort_key(name: str) -> tuple[object, ...]:
+    """Natural order: gpu-2 before gpu-10, so output reads like Slurm's hostlists."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def sorted_nodes(nodes: Iterable[FleetNode]) -> Sequence[FleetNode]:
+    return sorted(nodes, key=lambda n: sort_key(n.name))
