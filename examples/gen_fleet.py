@@ -81,4 +81,6 @@ def fleet() -> list[dict[str, object]]:
 
 
 if __name__ == "__main__":
-    yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": fleet()}, sys.stdout, sort_keys=False)
+    yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": fleet()}, sys.stdout, sort_keys=False
+    )

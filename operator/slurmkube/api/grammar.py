@@ -12,23 +12,23 @@ turns them into a `SlurmToken`, and the renderer refuses anything else
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
     "InvalidValue",
-    "address",
     "SlurmToken",
-    "config_line",
+    "address",
     "cluster_name",
+    "config_line",
     "feature",
     "file_path",
     "gres_type",
     "hostname",
     "joined",
-    "partition_name",
     "param_list",
+    "partition_name",
     "slurm_time",
     "topology_name",
 ]
@@ -43,7 +43,8 @@ class InvalidValue(ValueError):
     accepted: str
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.value!r} is not valid; expected {self.accepted}"
+        where = f"{self.where}: " if self.where else ""
+        return f"{where}{self.value!r} is not valid; expected {self.accepted}"
 
 
 class SlurmToken(str):
@@ -147,7 +148,9 @@ def file_path(value: object, where: str) -> SlurmToken:
 
 
 # Comma-separated parameter lists such as SchedulerParameters.
-_PARAMS: Final = re.compile(r"[A-Za-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?(?:,[A-Za-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?)*")
+_PARAMS: Final = re.compile(
+    r"[A-Za-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?(?:,[A-Za-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?)*"
+)
 
 
 def param_list(value: object, where: str) -> SlurmToken:

@@ -109,9 +109,9 @@ class PriorityWeights(_Model):
 
 
 class SchedulerSpec(_Model):
-    backfill: BackfillSpec = Field(default_factory=BackfillSpec)  # type: ignore[arg-type]
+    backfill: BackfillSpec = Field(default_factory=BackfillSpec)
     priority_weights: PriorityWeights = Field(
-        default_factory=PriorityWeights,  # type: ignore[arg-type]
+        default_factory=PriorityWeights,
         alias="priorityWeights",
     )
 
@@ -132,12 +132,12 @@ class PartitionSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return grammar.partition_name(v, "name")
+        return grammar.partition_name(v, "")
 
     @field_validator("max_time", "default_time")
     @classmethod
     def _time(cls, v: str | None) -> str | None:
-        return None if v is None else grammar.slurm_time(v, "time")
+        return None if v is None else grammar.slurm_time(v, "")
 
     @model_validator(mode="after")
     def _has_nodes(self) -> PartitionSpec:
@@ -163,21 +163,21 @@ class TopologySpec(_Model):
 class SlurmClusterSpec(_Model):
     cluster_name: str | None = Field(None, alias="clusterName")
     image: str = wk.DEFAULT_SLURM_IMAGE
-    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)  # type: ignore[arg-type]
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     partitions: list[PartitionSpec] = Field(default_factory=list)
-    topology: TopologySpec = Field(default_factory=TopologySpec)  # type: ignore[arg-type]
+    topology: TopologySpec = Field(default_factory=TopologySpec)
     # Extra slurm.conf directives, one `Key=Value` each, for keys slurmkube does not manage.
     extra_config: list[str] = Field(default_factory=list, alias="extraConfig")
 
     @field_validator("cluster_name")
     @classmethod
     def _cluster_name(cls, v: str | None) -> str | None:
-        return None if v is None else grammar.cluster_name(v, "clusterName")
+        return None if v is None else grammar.cluster_name(v, "")
 
     @field_validator("extra_config")
     @classmethod
     def _extra(cls, v: list[str]) -> list[str]:
-        return [grammar.config_line(line, f"extraConfig[{i}]") for i, line in enumerate(v)]
+        return [grammar.config_line(line, f"[{i}]") for i, line in enumerate(v)]
 
     @model_validator(mode="after")
     def _unique_partitions(self) -> SlurmClusterSpec:
@@ -191,10 +191,10 @@ class SlurmClusterSpec(_Model):
 
 
 class SlurmCluster(_Model):
-    api_version: Literal["slurmkube.io/v1alpha1"] = Field(wk.API_VERSION, alias="apiVersion")
+    api_version: Literal["slurmkube.io/v1alpha1"] = Field("slurmkube.io/v1alpha1", alias="apiVersion")
     kind: Literal["SlurmCluster"] = "SlurmCluster"
     metadata: ObjectMeta
-    spec: SlurmClusterSpec = Field(default_factory=SlurmClusterSpec)  # type: ignore[arg-type]
+    spec: SlurmClusterSpec = Field(default_factory=SlurmClusterSpec)
 
     @property
     def slurm_cluster_name(self) -> str:
@@ -223,11 +223,11 @@ class NodeSetSpec(_Model):
     @field_validator("features")
     @classmethod
     def _features(cls, v: list[str]) -> list[str]:
-        return [grammar.feature(f, f"features[{i}]") for i, f in enumerate(v)]
+        return [grammar.feature(f, f"[{i}]") for i, f in enumerate(v)]
 
 
 class NodeSet(_Model):
-    api_version: Literal["slurmkube.io/v1alpha1"] = Field(wk.API_VERSION, alias="apiVersion")
+    api_version: Literal["slurmkube.io/v1alpha1"] = Field("slurmkube.io/v1alpha1", alias="apiVersion")
     kind: Literal["NodeSet"] = "NodeSet"
     metadata: ObjectMeta
     spec: NodeSetSpec

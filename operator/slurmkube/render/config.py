@@ -97,9 +97,7 @@ class SlurmConfig:
 _TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
 
 
-def _membership(
-    bundle: ClusterBundle, nodes: Sequence[KubeNode]
-) -> dict[str, list[KubeNode]]:
+def _membership(bundle: ClusterBundle, nodes: Sequence[KubeNode]) -> dict[str, list[KubeNode]]:
     """Which Kubernetes nodes each NodeSet selects; a node runs one slurmd, so in one set."""
     owner: dict[str, str] = {}
     members: dict[str, list[KubeNode]] = {ns.metadata.name: [] for ns in bundle.node_sets}

@@ -82,7 +82,9 @@ def expand(expression: str) -> list[str]:
 
 
 def _split_top_level(expression: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in expression:
         if ch == "[":
             depth += 1

@@ -51,9 +51,7 @@ class BackfillPlan:
 
 def plan_backfill(spec: BackfillSpec, longest_max_time_minutes: int | None) -> BackfillPlan:
     depth = spec.expected_queue_depth
-    window = spec.window_minutes or max(
-        _DEFAULT_WINDOW_MINUTES, longest_max_time_minutes or 0
-    )
+    window = spec.window_minutes or max(_DEFAULT_WINDOW_MINUTES, longest_max_time_minutes or 0)
     window = min(window, 43200)
     # Each window slot costs memory and time per tested job; ~300 slots over
     # the window keeps a 20k-job cycle near 30 s (600 s at the 2-day window).

@@ -105,11 +105,10 @@ class LocalSlurm:
             capture_output=True,
             text=True,
             timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(
-                proc.returncode, argv, proc.stdout, proc.stderr
-            )
+            raise subprocess.CalledProcessError(proc.returncode, argv, proc.stdout, proc.stderr)
         return proc.stdout
 
     def token(self, lifespan: int = 3600, user: str = "root") -> str:
@@ -129,10 +128,14 @@ class LocalSlurm:
         return plan_config(bundle, nodes, self.context)
 
     # --- processes ---
-    def _spawn(self, key: str, argv: list[str]) -> None:
+    def _spawn(self, key: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.root / "log" / f"{key}.out", "ab")  # noqa: SIM115 - owned by the child
         self.processes[key] = subprocess.Popen(
-            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env=env if env is not None else self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
 
@@ -205,14 +208,31 @@ def _rest_user_args(prefix: Path) -> list[str]:
     disabled (SLURMRESTD_SECURITY=disable_user_check, slurmrestd(8))."""
     user = _ensure_user(REST_USER)
     probe = subprocess.run(
-        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
-         "test", "-r", str(prefix / "lib" / "slurm")],
+        [
+            "setpriv",
+            f"--reuid={user.pw_uid}",
+            f"--regid={user.pw_gid}",
+            "--clear-groups",
+            "test",
+            "-r",
+            str(prefix / "lib" / "slurm"),
+        ],
         check=False,
     )
     if probe.returncode == 0:
         return ["-u", str(user.pw_uid), "-g", str(user.pw_gid)]
     os.environ["SLURMRESTD_SECURITY"] = "disable_user_check"
     return []
+
+
+def _rest_env(env: dict[str, str]) -> dict[str, str]:
+    """slurmrestd must forward each client's JWT to slurmctld, so auth/jwt has to be
+    its primary plugin: SLURM_JWT=daemon selects it (slurmrestd(8)), and
+    SLURM_SACK_KEY, which would force auth/slurm ahead of it
+    (src/interfaces/auth.c), must not be inherited from the slurmd setup."""
+    rest_env = {k: v for k, v in env.items() if k not in ("SLURM_SACK_KEY", "SLURM_SACK_JWKS")}
+    rest_env["SLURM_JWT"] = "daemon"
+    return rest_env
 
 
 def _make_gpu_devices(dev: Path, count: int) -> None:
@@ -288,6 +308,7 @@ def start_local_slurm(
                     "openapi/slurmctld",
                     f"127.0.0.1:{rest_port}",
                 ],
+                env=_rest_env(cluster.env),
             )
         yield cluster
     finally:

@@ -65,7 +65,7 @@ def parse_quantity(value: str, where: str) -> Decimal:
         number = Decimal(match.group(1))
     except InvalidOperation as err:  # pragma: no cover - the regex already constrains it
         raise InvalidValue(where, value, "a Kubernetes quantity") from err
-    return number * Decimal(_SUFFIXES.get(match.group(2) or "", 1))
+    return number * Decimal(_SUFFIXES.get(match.group(2) or "", 1))  # type: ignore[arg-type]
 
 
 def gpu_type_from_product(product: str) -> str:

@@ -77,7 +77,9 @@ def _label(node: FleetNode, key: str, problems: list[LabelProblem]) -> SlurmToke
         return None
 
 
-def _tier_path(node: FleetNode, tiers: Sequence[str], problems: list[LabelProblem]) -> tuple[str, ...]:
+def _tier_path(
+    node: FleetNode, tiers: Sequence[str], problems: list[LabelProblem]
+) -> tuple[str, ...]:
     return tuple(_label(node, key, problems) or UNKNOWN for key in tiers)
 
 
@@ -86,7 +88,7 @@ def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopol
     problems: list[LabelProblem] = []
     tiers = tuple(spec.tier_labels)
     domains: dict[str, list[SlurmToken]] = {}
-    paths: dict[str, tuple[str, ...]] = {}
+    paths: dict[SlurmToken, tuple[str, ...]] = {}
     without_domain: list[str] = []
     without_tiers: list[str] = []
     for node in nodes:
@@ -116,7 +118,7 @@ def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopol
 
 def _blocks(
     domains: dict[str, list[SlurmToken]],
-    paths: dict[str, tuple[str, ...]],
+    paths: dict[SlurmToken, tuple[str, ...]],
     block_size: int | None,
 ) -> tuple[tuple[Block, ...], tuple[int, ...], tuple[str, ...]]:
     if not domains:
@@ -148,7 +150,9 @@ def _blocks(
     return blocks, tuple(sizes), undersized
 
 
-def _switches(paths: dict[str, tuple[str, ...]], tiers: Sequence[str]) -> tuple[Switch, ...]:
+def _switches(
+    paths: dict[SlurmToken, tuple[str, ...]], tiers: Sequence[str]
+) -> tuple[Switch, ...]:
     depth = len(tiers)
     # The switch a value names at tier i; values seen on two tiers get the
     # tier's short name as prefix so SwitchNames stay unique.
@@ -164,8 +168,8 @@ def _switches(paths: dict[str, tuple[str, ...]], tiers: Sequence[str]) -> tuple[
         short = tiers[tier].rsplit("/", 1)[-1] if tier < depth else "top"
         return grammar.topology_name(f"{short}-{value}", f"switch at tier {tier}")
 
-    children: list[dict[str, set[str]]] = [{} for _ in range(depth)]
-    parents: list[dict[str, Counter[str]]] = [{} for _ in range(depth)]
+    children: list[dict[SlurmToken, set[SlurmToken]]] = [{} for _ in range(depth)]
+    parents: list[dict[SlurmToken, Counter[SlurmToken]]] = [{} for _ in range(depth)]
     for node, path in paths.items():
         children[0].setdefault(name(path[0], 0), set()).add(node)
         for i in range(depth):
@@ -186,9 +190,9 @@ def _switches(paths: dict[str, tuple[str, ...]], tiers: Sequence[str]) -> tuple[
         for sw in sorted(children[i], key=sort_key):
             members = tuple(sorted(children[i][sw], key=sort_key))
             if i == 0:
-                switches.append(Switch(name=SlurmToken(sw), tier=0, nodes=members))
+                switches.append(Switch(name=sw, tier=0, nodes=members))
             else:
-                switches.append(Switch(name=SlurmToken(sw), tier=i, switches=members))
+                switches.append(Switch(name=sw, tier=i, switches=members))
     tops = sorted(children[depth - 1], key=sort_key)
     if len(tops) > 1:
         # Jobs can only span nodes under one switch (topology.conf(5)), so

@@ -1,0 +1,78 @@
+"""The fleet topology model: grouping, fallbacks, and stability under churn."""
+
+from __future__ import annotations
+
+import difflib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurmkube.api.models import KubeNode, TopologySpec
+from slurmkube.render import plan_config, render_files
+from slurmkube.topology.fleet import fleet_node
+from slurmkube.topology.model import FleetTopology, build_topology
+from tests.builders import NodeBuilder, bundle, nvl_fleet
+
+
+def topology_of(nodes: list[NodeBuilder], **spec: object) -> FleetTopology:
+    return build_topology([fleet_node(n.obj()) for n in nodes], TopologySpec.model_validate(spec))
+
+
+def test_domains_smaller_than_the_base_block_stay_out_of_the_file() -> None:
+    nodes = [NodeBuilder(f"g-{i}").clique(1 if i < 4 else 2) for i in range(6)]
+    topo = topology_of(nodes, blockSize=4)
+    assert [b.nodes for b in topo.blocks] == [("g-0", "g-1", "g-2", "g-3")]
+    assert topo.undersized_blocks == ("3c9d6e2a-4b7f-4f3e-9a51-2d8c0e7b1f64.2",)
+
+
+def test_default_block_size_is_the_largest_domain() -> None:
+    nodes = [NodeBuilder(f"g-{i}").clique(1 + i // 18) for i in range(36)]
+    assert topology_of(nodes).block_sizes == (18, 36)
+
+
+def test_nodes_without_labels_are_counted_and_fall_back() -> None:
+    nodes = [NodeBuilder("g-1").clique(1).tiers("leaf-1", "spine-1"), NodeBuilder("g-2")]
+    topo = topology_of(nodes, blockSize=1)
+    assert topo.nodes_without_domain == ("g-2",)
+    assert topo.nodes_without_tiers == ("g-2",)
+    names = {str(s.name): s for s in topo.switches}
+    assert names["leaf-unknown"].nodes == ("g-2",)
+    assert names["root"].switches == ("spine-1", "spine-unknown")
+
+
+def test_an_invalid_label_value_is_a_reported_problem_not_a_crash() -> None:
+    nodes = [NodeBuilder("g-1").clique("a b"), NodeBuilder("g-2").clique(1)]
+    topo = topology_of(nodes, blockSize=1)
+    assert [p.node for p in topo.problems] == ["g-1"]
+    assert topo.nodes_without_domain == ("g-1",)
+
+
+def test_blocks_sharing_a_spine_are_adjacent_for_slurms_block_pairing() -> None:
+    nodes = [
+        NodeBuilder("a-1").clique("a").tiers("l1", "s2"),
+        NodeBuilder("b-1").clique("b").tiers("l2", "s1"),
+        NodeBuilder("c-1").clique("c").tiers("l3", "s2"),
+    ]
+    topo = topology_of(nodes, blockSize=1)
+    assert [b.name for b in topo.blocks] == ["b", "a", "c"]
+
+
+def _topology_lines(nodes: list[KubeNode]) -> list[str]:
+    files = render_files(plan_config(bundle(block_size=4), nodes)).files
+    return files["topology.conf"].splitlines()
+
+
+@settings(max_examples=40, deadline=None)
+@given(domain=st.integers(0, 4), per=st.integers(4, 8))
+def test_adding_one_node_changes_only_the_line_of_its_block(domain: int, per: int) -> None:
+    nodes = nvl_fleet(domains=5, per_domain=per)
+    before = _topology_lines(nodes)
+    extra = NodeBuilder("gpu-9999").clique(domain + 1).gpus(4).obj()
+    after = _topology_lines([*nodes, extra])
+    changed = [
+        line
+        for line in difflib.unified_diff(before, after, lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert len(changed) == 2
+    assert all(f".{domain + 1} Nodes=" in line for line in changed)
