@@ -41,6 +41,13 @@ class SlurmNotBuilt(RuntimeError):
     pass
 
 
+class SlurmCommandFailed(subprocess.CalledProcessError):
+    """A client command failed; unlike its base class, says what Slurm answered."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} stderr: {(self.stderr or '').strip()}"
+
+
 def free_ports(count: int) -> list[int]:
     """Ports the kernel hands out now; held open together so they are distinct."""
     socks = []
@@ -100,7 +107,7 @@ class LocalSlurm:
     def run(self, *argv: str, check: bool = True, timeout: float = 60) -> str:
         """A Slurm client command (`scontrol`, `sbatch`, ...) against this cluster."""
         proc = subprocess.run(
-            [str(self.prefix / "bin" / argv[0]), *argv[1:]],
+            self.isolated([str(self.prefix / "bin" / argv[0]), *argv[1:]]),
             env=self.env,
             capture_output=True,
             text=True,
@@ -108,12 +115,41 @@ class LocalSlurm:
             check=False,
         )
         if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, argv, proc.stdout, proc.stderr)
+            raise SlurmCommandFailed(proc.returncode, argv, proc.stdout, proc.stderr)
         return proc.stdout
 
     def token(self, lifespan: int = 3600, user: str = "root") -> str:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}")
         return out.strip().split("=", 1)[1]
+
+    def isolated(self, argv: list[str]) -> list[str]:
+        """`argv` in a private mount namespace where /run/slurm and /run/slurmctld
+        are this cluster's own directories.
+
+        Slurm 24.11's auth/slurm clients get their credentials from a fixed
+        socket, /run/slurmctld/sack.socket or /run/slurm/sack.socket
+        (src/plugins/auth/slurm/sack.c), which every slurmctld and slurmd on a
+        host binds. Two test clusters on one machine would sign with each
+        other's key; bind-mounting per-cluster directories over those paths
+        keeps them apart, and every process of this cluster sees the same ones.
+        """
+        script = (
+            'mount --bind "$1" /run/slurm && mount --bind "$2" /run/slurmctld '
+            '&& shift 2 && exec "$@"'
+        )
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            str(self.root / "run" / "slurm"),
+            str(self.root / "run" / "slurmctld"),
+            *argv,
+        ]
 
     # --- configuration ---
     def write_config(self, config: SlurmConfig) -> None:
@@ -131,7 +167,7 @@ class LocalSlurm:
     def _spawn(self, key: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.root / "log" / f"{key}.out", "ab")  # noqa: SIM115 - owned by the child
         self.processes[key] = subprocess.Popen(
-            argv,
+            self.isolated(argv),
             env=env if env is not None else self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -260,8 +296,10 @@ def start_local_slurm(
     workdir = Path(root) if root else Path(tempfile.mkdtemp(prefix="slurmkube-slurm-"))
     workdir.mkdir(parents=True, exist_ok=True)
     os.chmod(workdir, 0o755)  # slurmrestd reads etc/ after dropping to its user
-    for sub in ("etc", "state", "spool", "log", "run", "dev"):
+    for sub in ("etc", "state", "spool", "log", "run/slurm", "run/slurmctld", "dev"):
         (workdir / sub).mkdir(parents=True, exist_ok=True)
+    for mount_point in ("/run/slurm", "/run/slurmctld"):
+        Path(mount_point).mkdir(parents=True, exist_ok=True)
     node_names = [n.metadata.name for n in nodes]
     ports = free_ports(len(node_names) + 2)
     ctl_port, rest_port, node_ports = ports[0], ports[1], ports[2:]
