@@ -22,7 +22,7 @@ help:
 	@echo "make slurm  - build Slurm 24.11.5 into $(SLURMKUBE_SLURM_PREFIX)"
 
 $(VENV_STAMP): pyproject.toml
-	@command -v python3.11 >/dev/null || command -v python3 >/dev/null
+	@bash scripts/ensure-python.sh
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -m pip install -q -U pip
 	@$(PY) -m pip install -q -e '.[dev]'

@@ -8,6 +8,7 @@ Field names are the camelCase JSON names, as in every Kubernetes API.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -61,7 +62,7 @@ class LabelSelector(_Model):
         default_factory=list, alias="matchExpressions"
     )
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.match_labels.items()):
             return False
         for req in self.match_expressions:
@@ -191,7 +192,9 @@ class SlurmClusterSpec(_Model):
 
 
 class SlurmCluster(_Model):
-    api_version: Literal["slurmkube.io/v1alpha1"] = Field("slurmkube.io/v1alpha1", alias="apiVersion")
+    api_version: Literal["slurmkube.io/v1alpha1"] = Field(
+        "slurmkube.io/v1alpha1", alias="apiVersion"
+    )
     kind: Literal["SlurmCluster"] = "SlurmCluster"
     metadata: ObjectMeta
     spec: SlurmClusterSpec = Field(default_factory=SlurmClusterSpec)
@@ -227,7 +230,9 @@ class NodeSetSpec(_Model):
 
 
 class NodeSet(_Model):
-    api_version: Literal["slurmkube.io/v1alpha1"] = Field("slurmkube.io/v1alpha1", alias="apiVersion")
+    api_version: Literal["slurmkube.io/v1alpha1"] = Field(
+        "slurmkube.io/v1alpha1", alias="apiVersion"
+    )
     kind: Literal["NodeSet"] = "NodeSet"
     metadata: ObjectMeta
     spec: NodeSetSpec

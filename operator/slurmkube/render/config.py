@@ -8,7 +8,7 @@ then only lay the model out (`slurmkube.render.files`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from slurmkube import __version__
@@ -19,7 +19,7 @@ from slurmkube.api.models import KubeNode, NodeSet, PriorityWeights
 from slurmkube.render.context import RenderContext
 from slurmkube.render.hostlist import compress
 from slurmkube.render.scheduler import BackfillPlan, minutes, plan_backfill
-from slurmkube.topology.fleet import FleetNode, fleet_node, sort_key
+from slurmkube.topology.fleet import FleetNode, as_fleet, sort_key
 from slurmkube.topology.model import FleetTopology, build_topology
 
 
@@ -97,10 +97,10 @@ class SlurmConfig:
 _TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
 
 
-def _membership(bundle: ClusterBundle, nodes: Sequence[KubeNode]) -> dict[str, list[KubeNode]]:
-    """Which Kubernetes nodes each NodeSet selects; a node runs one slurmd, so in one set."""
+def _membership(bundle: ClusterBundle, fleet: Sequence[FleetNode]) -> dict[str, list[FleetNode]]:
+    """Which nodes each NodeSet selects; a node runs one slurmd, so it is in one set."""
     owner: dict[str, str] = {}
-    members: dict[str, list[KubeNode]] = {ns.metadata.name: [] for ns in bundle.node_sets}
+    members: dict[str, list[FleetNode]] = {ns.metadata.name: [] for ns in bundle.node_sets}
     cluster = bundle.cluster.metadata.name
     for ns in bundle.node_sets:
         if ns.spec.cluster_ref != cluster:
@@ -109,55 +109,76 @@ def _membership(bundle: ClusterBundle, nodes: Sequence[KubeNode]) -> dict[str, l
                 ns.spec.cluster_ref,
                 f"the SlurmCluster in this bundle ({cluster!r})",
             )
-        for node in nodes:
-            if ns.spec.node_selector.matches(node.metadata.labels):
-                name = node.metadata.name
-                if name in owner:
+        matches = ns.spec.node_selector.matches
+        chosen = members[ns.metadata.name]
+        for node in fleet:
+            if matches(node.labels):
+                if node.name in owner:
                     raise InvalidValue(
                         f"NodeSet {ns.metadata.name} spec.nodeSelector",
-                        name,
-                        f"selectors that do not overlap: node {name} is also in "
-                        f"NodeSet {owner[name]}",
+                        node.name,
+                        f"selectors that do not overlap: node {node.name} is also in "
+                        f"NodeSet {owner[node.name]}",
                     )
-                owner[name] = ns.metadata.name
-                members[ns.metadata.name].append(node)
+                owner[node.name] = ns.metadata.name
+                chosen.append(node)
     return members
+
+
+def _gres(gpu_type: SlurmToken | None, gpus: int) -> SlurmToken | None:
+    if not gpus:
+        return None
+    parts = [grammar.gres_type("gpu", "gres")]
+    if gpu_type:
+        parts.append(gpu_type)
+    return SlurmToken(f"{grammar.joined(parts, ':')}:{gpus}")
 
 
 def _node_lines(
     node_sets: Sequence[NodeSet],
-    fleet: dict[str, list[FleetNode]],
+    members: dict[str, list[FleetNode]],
     ctx: RenderContext,
 ) -> tuple[tuple[NodeLine, ...], tuple[GresLine, ...]]:
     groups: dict[NodeShape, list[SlurmToken]] = {}
     gres_groups: dict[tuple[SlurmToken | None, int], list[SlurmToken]] = {}
     for ns in node_sets:
+        where = f"NodeSet {ns.metadata.name}"
         ns_features = [
-            grammar.feature(f, f"NodeSet {ns.metadata.name} spec.features[{i}]")
+            grammar.feature(f, f"{where} spec.features[{i}]")
             for i, f in enumerate(ns.spec.features)
         ]
-        for node in fleet[ns.metadata.name]:
-            features = list(ns_features)
-            if node.gpu_type and node.gpu_type not in features:
-                features.append(node.gpu_type)
-            gres = None
-            if node.gpus:
-                parts = [grammar.gres_type("gpu", "gres")]
-                if node.gpu_type:
-                    parts.append(node.gpu_type)
-                gres = SlurmToken(f"{grammar.joined(parts, ':')}:{node.gpus}")
-                gres_groups.setdefault((node.gpu_type, node.gpus), []).append(node.name)
+        reserved = ns.spec.memory_reserved_mib
+        # Nodes of one NodeSet mostly share a shape; build each shape once.
+        shapes: dict[tuple[int, int, SlurmToken | None, int], NodeShape] = {}
+        for node in members[ns.metadata.name]:
             port = ctx.node_ports.get(node.name)
-            shape = NodeShape(
-                cpus=node.cpus,
-                real_memory=node.memory_mib,
-                gres=gres,
-                features=grammar.joined(sorted(features)) if features else None,
-                weight=ns.spec.weight,
-                port=port,
-                alone=node.name if port is not None else "",
-            )
+            key = (node.cpus, node.memory_mib, node.gpu_type, node.gpus)
+            shape = shapes.get(key) if port is None else None
+            if shape is None:
+                memory = node.memory_mib - reserved
+                if memory < 1:
+                    raise InvalidValue(
+                        f"Node {node.name} status.allocatable[memory]",
+                        f"{node.memory_mib}Mi",
+                        f"more than the {reserved} MiB {where} reserves (spec.memoryReservedMiB)",
+                    )
+                features = list(ns_features)
+                if node.gpu_type and node.gpu_type not in features:
+                    features.append(node.gpu_type)
+                shape = NodeShape(
+                    cpus=node.cpus,
+                    real_memory=memory,
+                    gres=_gres(node.gpu_type, node.gpus),
+                    features=grammar.joined(sorted(features)) if features else None,
+                    weight=ns.spec.weight,
+                    port=port,
+                    alone=node.name if port is not None else "",
+                )
+                if port is None:
+                    shapes[key] = shape
             groups.setdefault(shape, []).append(node.name)
+            if node.gpus:
+                gres_groups.setdefault((node.gpu_type, node.gpus), []).append(node.name)
     lines = [NodeLine(names=hostlist(names), shape=shape) for shape, names in groups.items()]
     lines.sort(key=lambda line: sort_key(line.names))
     device_dir = grammar.file_path(ctx.gpu_device_dir, "context.gpu_device_dir")
@@ -176,37 +197,30 @@ def _node_lines(
 
 
 def _partitions(
-    bundle: ClusterBundle, fleet: dict[str, list[FleetNode]], nodes_by_name: dict[str, KubeNode]
+    bundle: ClusterBundle, members: dict[str, list[FleetNode]]
 ) -> tuple[PartitionLine, ...]:
     lines = []
-    known = set(fleet)
     for i, part in enumerate(bundle.cluster.spec.partitions):
         where = f"SlurmCluster {bundle.cluster.metadata.name} spec.partitions[{i}]"
         chosen: set[SlurmToken] = set()
         for j, ref in enumerate(part.node_sets):
-            if ref not in known:
+            if ref not in members:
                 raise InvalidValue(
-                    f"{where}.nodeSets[{j}]", ref, f"one of the NodeSets {sorted(known)}"
+                    f"{where}.nodeSets[{j}]", ref, f"one of the NodeSets {sorted(members)}"
                 )
-            chosen.update(n.name for n in fleet[ref])
+            chosen.update(n.name for n in members[ref])
         if part.node_selector is not None:
-            chosen.update(
-                n.name
-                for members in fleet.values()
-                for n in members
-                if part.node_selector.matches(nodes_by_name[n.name].metadata.labels)
-            )
+            matches = part.node_selector.matches
+            chosen.update(n.name for nodes in members.values() for n in nodes if matches(n.labels))
         lines.append(
             PartitionLine(
                 name=grammar.partition_name(part.name, f"{where}.name"),
                 nodes=hostlist(chosen) if chosen else None,
                 default=part.default,
-                max_time=grammar.slurm_time(part.max_time, f"{where}.maxTime")
-                if part.max_time
-                else None,
-                default_time=grammar.slurm_time(part.default_time, f"{where}.defaultTime")
-                if part.default_time
-                else None,
+                max_time=_optional(grammar.slurm_time, part.max_time, f"{where}.maxTime"),
+                default_time=_optional(
+                    grammar.slurm_time, part.default_time, f"{where}.defaultTime"
+                ),
                 max_nodes=part.max_nodes,
                 priority_tier=part.priority_tier,
             )
@@ -214,23 +228,29 @@ def _partitions(
     return tuple(lines)
 
 
+def _optional(
+    validator: Callable[[object, str], SlurmToken], value: str | None, where: str
+) -> SlurmToken | None:
+    return None if value is None else validator(value, where)
+
+
 def plan_config(
-    bundle: ClusterBundle, nodes: Sequence[KubeNode], ctx: RenderContext | None = None
+    bundle: ClusterBundle,
+    nodes: Sequence[KubeNode | FleetNode],
+    ctx: RenderContext | None = None,
 ) -> SlurmConfig:
-    """The whole Slurm configuration for a cluster, validated, deterministic in node order."""
+    """The whole Slurm configuration for a cluster, validated, deterministic in node order.
+
+    `nodes` may be Kubernetes Node objects or fleet nodes converted earlier
+    (`slurmkube.topology.fleet.fleet_node`), which is what a watcher that
+    converts each node once per change passes.
+    """
     ctx = ctx or RenderContext()
     spec = bundle.cluster.spec
     where = f"SlurmCluster {bundle.cluster.metadata.name}"
-    members = _membership(bundle, nodes)
-    reserved = {ns.metadata.name: ns.spec.memory_reserved_mib for ns in bundle.node_sets}
-    fleet = {
-        name: sorted((fleet_node(n, reserved[name]) for n in kube), key=lambda f: sort_key(f.name))
-        for name, kube in members.items()
-    }
-    all_fleet = [n for ns in bundle.node_sets for n in fleet[ns.metadata.name]]
-    node_lines, gres_lines = _node_lines(bundle.node_sets, fleet, ctx)
-    nodes_by_name = {n.metadata.name: n for n in nodes}
-    partitions = _partitions(bundle, fleet, nodes_by_name)
+    members = _membership(bundle, as_fleet(nodes))
+    node_lines, gres_lines = _node_lines(bundle.node_sets, members, ctx)
+    partitions = _partitions(bundle, members)
     max_times = [minutes(p.max_time) for p in spec.partitions if p.max_time]
     longest = max((m for m in max_times if m is not None), default=None)
     backfill = plan_backfill(spec.scheduler.backfill, longest)
@@ -244,13 +264,14 @@ def plan_config(
             ("run_dir", ctx.run_dir),
         )
     }
+    in_node_sets = [n for ns in bundle.node_sets for n in members[ns.metadata.name]]
     return SlurmConfig(
         version=SlurmToken(__version__),
         cluster_name=grammar.cluster_name(
             bundle.cluster.slurm_cluster_name, f"{where} spec.clusterName (or metadata.name)"
         ),
         controller_host=grammar.hostname(ctx.controller_host, "context.controller_host"),
-        controller_addr=_address(ctx.controller_addr, "context.controller_addr"),
+        controller_addr=_optional(grammar.address, ctx.controller_addr, "context.controller_addr"),
         ctx_ports=(ctx.slurmctld_port, ctx.slurmd_port),
         paths=paths,
         slurm_user=grammar.feature(ctx.slurm_user, "context.slurm_user"),
@@ -270,10 +291,6 @@ def plan_config(
             grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
             for i, line in enumerate(spec.extra_config)
         ),
-        topology=build_topology(all_fleet, spec.topology),
-        members={name: tuple(n.name for n in f) for name, f in fleet.items()},
+        topology=build_topology(in_node_sets, spec.topology),
+        members={name: tuple(n.name for n in nodes) for name, nodes in members.items()},
     )
-
-
-def _address(value: str | None, where: str) -> SlurmToken | None:
-    return None if value is None else grammar.address(value, where)

@@ -104,7 +104,9 @@ class LocalSlurm:
     def nodes(self) -> list[str]:
         return [n for names in self.config.members.values() for n in names]
 
-    def run(self, *argv: str, check: bool = True, timeout: float = 60) -> str:
+    def run(
+        self, *argv: str, check: bool = True, timeout: float = 60, input_script: str | None = None
+    ) -> str:
         """A Slurm client command (`scontrol`, `sbatch`, ...) against this cluster."""
         proc = subprocess.run(
             self.isolated([str(self.prefix / "bin" / argv[0]), *argv[1:]]),
@@ -113,6 +115,7 @@ class LocalSlurm:
             text=True,
             timeout=timeout,
             check=False,
+            input=input_script,
         )
         if check and proc.returncode != 0:
             raise SlurmCommandFailed(proc.returncode, argv, proc.stdout, proc.stderr)

@@ -9,9 +9,10 @@ that carry topology.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
@@ -26,14 +27,11 @@ class FleetNode:
     gpu_type: SlurmToken | None
     cpus: int
     memory_mib: int
-    labels: tuple[tuple[str, str], ...]
+    labels: Mapping[str, str]
     ready: bool
 
     def label(self, key: str) -> str | None:
-        for k, v in self.labels:
-            if k == key:
-                return v
-        return None
+        return self.labels.get(key)
 
 
 _SUFFIXES = {
@@ -56,16 +54,24 @@ _SUFFIXES = {
 _QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?")
 
 
-def parse_quantity(value: str, where: str) -> Decimal:
-    """A Kubernetes resource.Quantity ("144", "500m", "2Ti", "1048576Ki") as a number."""
+@lru_cache(maxsize=4096)
+def _quantity(value: str) -> Decimal | None:
     match = _QUANTITY.fullmatch(value.strip())
     if not match:
-        raise InvalidValue(where, value, "a Kubernetes quantity such as 8, 500m, 64Gi")
+        return None
     try:
         number = Decimal(match.group(1))
-    except InvalidOperation as err:  # pragma: no cover - the regex already constrains it
-        raise InvalidValue(where, value, "a Kubernetes quantity") from err
+    except InvalidOperation:  # pragma: no cover - the regex already constrains it
+        return None
     return number * Decimal(_SUFFIXES.get(match.group(2) or "", 1))  # type: ignore[arg-type]
+
+
+def parse_quantity(value: str, where: str) -> Decimal:
+    """A Kubernetes resource.Quantity ("144", "500m", "2Ti", "1048576Ki") as a number."""
+    number = _quantity(value)
+    if number is None:
+        raise InvalidValue(where, value, "a Kubernetes quantity such as 8, 500m, 64Gi")
+    return number
 
 
 def gpu_type_from_product(product: str) -> str:
@@ -107,7 +113,9 @@ def _resource(node: KubeNode, key: str, where: str) -> Decimal:
     return parse_quantity(raw, f"{where} status.allocatable[{key}]")
 
 
-def fleet_node(node: KubeNode, memory_reserved_mib: int = 0) -> FleetNode:
+def fleet_node(node: KubeNode) -> FleetNode:
+    """Converted once per node change (it depends on the Node object alone), so a
+    re-render after one label change does not re-read 10,000 Node objects."""
     where = f"Node {node.metadata.name}"
     name = grammar.hostname(node.metadata.name, f"{where} metadata.name")
     gpus = _gpus(node, where)
@@ -118,28 +126,28 @@ def fleet_node(node: KubeNode, memory_reserved_mib: int = 0) -> FleetNode:
         else None
     )
     cpus = max(1, int(_resource(node, "cpu", where)))
-    memory_mib = int(_resource(node, "memory", where) / 2**20) - memory_reserved_mib
-    if memory_mib < 1:
-        raise InvalidValue(
-            f"{where} status.allocatable[memory]",
-            node.status.allocatable.get("memory", ""),
-            f"more than the {memory_reserved_mib} MiB the NodeSet reserves",
-        )
+    memory_mib = int(_resource(node, "memory", where) / 2**20)
     return FleetNode(
         name=name,
         gpus=gpus,
         gpu_type=gpu_type,
         cpus=cpus,
         memory_mib=memory_mib,
-        labels=tuple(sorted(node.metadata.labels.items())),
+        labels=node.metadata.labels,
         ready=node.ready and not node.spec.unschedulable,
     )
 
 
+@lru_cache(maxsize=1 << 17)
 def sort_key(name: str) -> tuple[object, ...]:
     """Natural order: gpu-2 before gpu-10, so output reads like Slurm's hostlists."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
-def sorted_nodes(nodes: Iterable[FleetNode]) -> Sequence[FleetNode]:
+def sorted_nodes(nodes: Iterable[FleetNode]) -> list[FleetNode]:
     return sorted(nodes, key=lambda n: sort_key(n.name))
+
+
+def as_fleet(nodes: Iterable[KubeNode | FleetNode]) -> list[FleetNode]:
+    """Kubernetes nodes (converted) or already converted fleet nodes, in natural order."""
+    return sorted_nodes(n if isinstance(n, FleetNode) else fleet_node(n) for n in nodes)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from slurmkube.api import grammar
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import TopologySpec
-from slurmkube.topology.fleet import FleetNode, sort_key
+from slurmkube.topology.fleet import FleetNode, sort_key, sorted_nodes
 
 UNKNOWN = "unknown"
 ROOT = "root"
@@ -66,37 +66,49 @@ class FleetTopology:
     problems: tuple[LabelProblem, ...] = field(default=())
 
 
-def _label(node: FleetNode, key: str, problems: list[LabelProblem]) -> SlurmToken | None:
-    value = node.label(key)
-    if value is None or value == "":
-        return None
-    try:
-        return grammar.topology_name(value, f"Node {node.name} label {key}")
-    except InvalidValue as err:
-        problems.append(LabelProblem(node.name, key, str(err)))
-        return None
+class _Labels:
+    """Validates each distinct label value once: a fleet repeats few values many times."""
 
+    def __init__(self) -> None:
+        self.problems: list[LabelProblem] = []
+        self._seen: dict[str, SlurmToken | None] = {}
 
-def _tier_path(
-    node: FleetNode, tiers: Sequence[str], problems: list[LabelProblem]
-) -> tuple[str, ...]:
-    return tuple(_label(node, key, problems) or UNKNOWN for key in tiers)
+    def get(self, node: FleetNode, key: str) -> SlurmToken | None:
+        value = node.labels.get(key)
+        if not value:
+            return None
+        try:
+            return self._seen[value]
+        except KeyError:
+            pass
+        try:
+            token: SlurmToken | None = grammar.topology_name(value, "")
+        except InvalidValue as err:
+            token = None
+            self.problems.append(
+                LabelProblem(node.name, key, f"Node {node.name} label {key}: {err}")
+            )
+            return None  # not cached: every node with the bad value is reported
+        self._seen[value] = token
+        return token
 
 
 def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopology:
     """The topology of `nodes` as `spec` says to read it from their labels."""
-    problems: list[LabelProblem] = []
+    labels = _Labels()
     tiers = tuple(spec.tier_labels)
+    domain_key = spec.nvlink_domain_label
     domains: dict[str, list[SlurmToken]] = {}
     paths: dict[SlurmToken, tuple[str, ...]] = {}
     without_domain: list[str] = []
     without_tiers: list[str] = []
-    for node in nodes:
-        path = _tier_path(node, tiers, problems)
+    get = labels.get
+    for node in sorted_nodes(nodes):
+        path = tuple(get(node, key) or UNKNOWN for key in tiers)
         paths[node.name] = path
         if UNKNOWN in path:
             without_tiers.append(node.name)
-        domain = _label(node, spec.nvlink_domain_label, problems)
+        domain = get(node, domain_key)
         if domain is None:
             without_domain.append(node.name)
         else:
@@ -109,10 +121,10 @@ def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopol
         block_sizes=sizes,
         switches=switches,
         tier_labels=tiers,
-        nodes_without_domain=tuple(sorted(without_domain, key=sort_key)),
-        nodes_without_tiers=tuple(sorted(without_tiers, key=sort_key)),
+        nodes_without_domain=tuple(without_domain),
+        nodes_without_tiers=tuple(without_tiers),
         undersized_blocks=undersized,
-        problems=tuple(sorted(problems, key=lambda p: (sort_key(p.node), p.label))),
+        problems=tuple(labels.problems),
     )
 
 
@@ -138,7 +150,7 @@ def _blocks(
     # block smaller than the base size, so such domains stay out of the file.
     undersized = tuple(name for name, members in ordered if len(members) < base)
     blocks = tuple(
-        Block(name=SlurmToken(name), nodes=tuple(sorted(members, key=sort_key)))
+        Block(name=SlurmToken(name), nodes=tuple(members))
         for name, members in ordered
         if len(members) >= base
     )
@@ -150,17 +162,19 @@ def _blocks(
     return blocks, tuple(sizes), undersized
 
 
-def _switches(
-    paths: dict[SlurmToken, tuple[str, ...]], tiers: Sequence[str]
-) -> tuple[Switch, ...]:
+def _switches(paths: dict[SlurmToken, tuple[str, ...]], tiers: Sequence[str]) -> tuple[Switch, ...]:
     depth = len(tiers)
+    # Work per distinct tier path: a fleet has a handful per leaf switch.
+    by_path: dict[tuple[str, ...], list[SlurmToken]] = {}
+    for node, path in paths.items():
+        by_path.setdefault(path, []).append(node)
+
     # The switch a value names at tier i; values seen on two tiers get the
     # tier's short name as prefix so SwitchNames stay unique.
-    seen: dict[str, set[int]] = {}
-    for path in paths.values():
+    seen: dict[str, set[int]] = {ROOT: {depth}}
+    for path in by_path:
         for i, value in enumerate(path):
             seen.setdefault(value, set()).add(i)
-    seen.setdefault(ROOT, set()).add(depth)
 
     def name(value: str, tier: int) -> SlurmToken:
         if len(seen[value]) == 1:
@@ -168,14 +182,13 @@ def _switches(
         short = tiers[tier].rsplit("/", 1)[-1] if tier < depth else "top"
         return grammar.topology_name(f"{short}-{value}", f"switch at tier {tier}")
 
-    children: list[dict[SlurmToken, set[SlurmToken]]] = [{} for _ in range(depth)]
+    children: list[dict[SlurmToken, list[SlurmToken]]] = [{} for _ in range(depth)]
     parents: list[dict[SlurmToken, Counter[SlurmToken]]] = [{} for _ in range(depth)]
-    for node, path in paths.items():
-        children[0].setdefault(name(path[0], 0), set()).add(node)
-        for i in range(depth):
-            here = name(path[i], i)
-            if i + 1 < depth:
-                parents[i].setdefault(here, Counter())[name(path[i + 1], i + 1)] += 1
+    for path, members in by_path.items():
+        names = [name(value, i) for i, value in enumerate(path)]
+        children[0].setdefault(names[0], []).extend(members)
+        for i in range(depth - 1):
+            parents[i].setdefault(names[i], Counter())[names[i + 1]] += len(members)
 
     # Inconsistent labels (one leaf under two spines) resolve to the spine most
     # of the leaf's nodes name, ties by name: a tree has one parent per switch.
@@ -183,16 +196,16 @@ def _switches(
         for here, votes in parents[i].items():
             top = max(votes.values())
             parent = min(p for p, c in votes.items() if c == top)
-            children[i + 1].setdefault(parent, set()).add(here)
+            children[i + 1].setdefault(parent, []).append(here)
 
     switches: list[Switch] = []
     for i in range(depth):
         for sw in sorted(children[i], key=sort_key):
-            members = tuple(sorted(children[i][sw], key=sort_key))
+            below = tuple(sorted(children[i][sw], key=sort_key))
             if i == 0:
-                switches.append(Switch(name=sw, tier=0, nodes=members))
+                switches.append(Switch(name=sw, tier=0, nodes=below))
             else:
-                switches.append(Switch(name=sw, tier=i, switches=members))
+                switches.append(Switch(name=sw, tier=i, switches=below))
     tops = sorted(children[depth - 1], key=sort_key)
     if len(tops) > 1:
         # Jobs can only span nodes under one switch (topology.conf(5)), so
