@@ -13,7 +13,7 @@ import pytest
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.models import KubeNode
 from slurmkube.testing.local_slurm import LocalSlurm, slurm_prefix, start_local_slurm
-from tests.builders import NodeBuilder, bundle, nvl_fleet
+from slurmkube.testing.builders import NodeBuilder, bundle, nvl_fleet
 
 DOMAINS = 3
 PER_DOMAIN = 5

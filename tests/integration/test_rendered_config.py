@@ -9,7 +9,7 @@ import pytest
 
 from slurmkube.render.hostlist import expand
 from slurmkube.testing.local_slurm import LocalSlurm
-from tests.builders import CLUSTER_UUID, NodeBuilder
+from slurmkube.testing.builders import CLUSTER_UUID, NodeBuilder
 from tests.integration.conftest import (
     DOMAINS,
     PER_DOMAIN,

@@ -11,7 +11,7 @@ from slurmkube.api.models import KubeNode, TopologySpec
 from slurmkube.render import plan_config, render_files
 from slurmkube.topology.fleet import fleet_node
 from slurmkube.topology.model import FleetTopology, build_topology
-from tests.builders import NodeBuilder, bundle, nvl_fleet
+from slurmkube.testing.builders import NodeBuilder, bundle, nvl_fleet
 
 
 def topology_of(nodes: list[NodeBuilder], **spec: object) -> FleetTopology:

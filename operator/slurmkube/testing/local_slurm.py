@@ -116,6 +116,7 @@ class LocalSlurm:
             timeout=timeout,
             check=False,
             input=input_script,
+            cwd=self.root,
         )
         if check and proc.returncode != 0:
             raise SlurmCommandFailed(proc.returncode, argv, proc.stdout, proc.stderr)
