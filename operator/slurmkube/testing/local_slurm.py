@@ -176,6 +176,8 @@ class LocalSlurm:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # Job output files (slurm-%j.out) and cores land in the cluster's dir.
+            cwd=self.root,
         )
         log.close()
 
