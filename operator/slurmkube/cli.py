@@ -53,6 +53,69 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topology(args: argparse.Namespace) -> int:
+    from slurmkube.api.documents import ClusterBundle
+    from slurmkube.render.files import render_topology_conf
+    from slurmkube.topology.kueue import kueue_topology, resource_flavors
+
+    try:
+        nodes = parse_nodes(_load_yaml(args.nodes))
+        if args.cluster:
+            bundle = parse_cluster(_load_yaml(args.cluster))
+        else:
+            # No cluster given: every node, in one NodeSet, with default label keys.
+            bundle = parse_cluster(_default_cluster_documents())
+        spec = bundle.cluster.spec.topology
+        if args.format == "kueue":
+            name = bundle.cluster.metadata.name
+            docs = [kueue_topology(name, spec), *resource_flavors(bundle, name)]
+            if not args.cluster:
+                docs = docs[:1]
+            print(yaml.safe_dump_all(docs, sort_keys=False), end="")
+            return 0
+        cluster = bundle.cluster.model_copy(
+            update={
+                "spec": bundle.cluster.spec.model_copy(
+                    update={"topology": spec.model_copy(update={"plugin": args.format})}
+                )
+            }
+        )
+        config = plan_config(ClusterBundle(cluster, bundle.node_sets), nodes)
+    except (DocumentError, InvalidValue) as err:
+        raise UsageError(str(err)) from err
+    print(render_topology_conf(config), end="")
+    topo = config.topology
+    notes = [
+        f"{len(topo.nodes_without_domain)} nodes without an NVLink domain label"
+        if topo.nodes_without_domain
+        else "",
+        f"domains below the base block size, left out: {', '.join(topo.undersized_blocks)}"
+        if topo.undersized_blocks
+        else "",
+        *(p.message for p in topo.problems),
+    ]
+    for note in filter(None, notes):
+        print(f"# note: {note}", file=sys.stderr)
+    return 0
+
+
+def _default_cluster_documents() -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "slurmkube.io/v1alpha1",
+            "kind": "SlurmCluster",
+            "metadata": {"name": "fleet"},
+            "spec": {},
+        },
+        {
+            "apiVersion": "slurmkube.io/v1alpha1",
+            "kind": "NodeSet",
+            "metadata": {"name": "all"},
+            "spec": {"clusterRef": "fleet", "nodeSelector": {}},
+        },
+    ]
+
+
 def _version(_: argparse.Namespace) -> int:
     import kopf
     import pydantic
@@ -79,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.add_argument("--out", required=True, help="directory to write the files into")
     render.set_defaults(func=_render)
+
+    topology = sub.add_parser(
+        "topology", help="print the topology slurmkube would apply (Slurm or Kueue)"
+    )
+    topology.add_argument("--nodes", required=True, help="YAML of Node objects")
+    topology.add_argument("--cluster", help="YAML with a SlurmCluster and its NodeSets")
+    topology.add_argument("--format", choices=["block", "tree", "kueue"], default="block")
+    topology.set_defaults(func=_topology)
 
     version = sub.add_parser("version", help="print versions")
     version.set_defaults(func=_version)
