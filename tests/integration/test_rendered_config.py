@@ -121,3 +121,16 @@ def test_relabelled_node_moves_block_on_reconfigure_and_its_job_keeps_running(
 def test_nodes_outside_any_block_still_run_jobs(slurm_cluster: LocalSlurm) -> None:
     job = submit(slurm_cluster, "-p", "gpu", "-w", "hgx-1", "--gres=gpu:8", "--wrap", "true")
     assert wait_job_state(slurm_cluster, job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+
+
+def test_small_gpu_jobs_share_a_node(slurm_cluster: LocalSlurm) -> None:
+    # Without a memory default each job would hold the node's whole RealMemory.
+    jobs = [
+        submit(slurm_cluster, "-N1", "-w", "gpu-0015", "--gres=gpu:1", "--wrap", "sleep 20")
+        for _ in range(4)
+    ]
+    try:
+        for job in jobs:
+            wait_job_state(slurm_cluster, job, {"RUNNING"}, timeout=30)
+    finally:
+        slurm_cluster.run("scancel", *jobs, check=False)

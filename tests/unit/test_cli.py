@@ -115,3 +115,15 @@ def test_version_names_slurm(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "version")
     assert code == 0
     assert "slurm 24.11.5" in out
+
+
+def test_committed_crds_are_what_the_models_generate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = run(capsys, "crds", "--out", str(tmp_path))
+    assert code == 0
+    committed = EXAMPLES.parent / "crds"
+    for generated in sorted(tmp_path.iterdir()):
+        assert (committed / generated.name).read_text() == generated.read_text(), (
+            f"crds/{generated.name} is stale: run `.venv/bin/slurmkube crds`"
+        )

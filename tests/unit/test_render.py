@@ -37,7 +37,10 @@ def test_sample_fleet_renders_block_topology_and_partitions() -> None:
         "NodeName=gpu-[0001-0036] CPUs=64 RealMemory=261120 Gres=gpu:gb200:4 "
         "Features=gb200 Weight=1 State=CLOUD" in slurm
     )
-    assert "PartitionName=gpu Nodes=gpu-[0001-0036] Default=YES PriorityTier=1 State=UP" in slurm
+    assert (
+        "PartitionName=gpu Nodes=gpu-[0001-0036] Default=YES DefMemPerCPU=4080 PriorityTier=1 "
+        "State=UP" in slurm
+    )
     assert "TopologyPlugin=topology/block" in slurm
     topo = files["topology.conf"].splitlines()[1:]
     assert topo == [

@@ -65,6 +65,20 @@ def _matches(pattern: re.Pattern[str], value: str) -> bool:
     return pattern.fullmatch(value) is not None
 
 
+# The same rules as patterns for CRD schemas, which the API server checks with
+# Go's RE2 (no lookaround): what RE2 cannot say is a CEL rule in the CRD.
+SCHEMA_PATTERNS: Final = {
+    "partition": r"^[A-Za-z][A-Za-z0-9_-]{0,62}$",
+    "cluster": r"^[a-z][a-z0-9_-]{0,39}$",
+    "feature": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+    "time": r"^(UNLIMITED|INFINITE|[0-9]{1,6}|[0-9]{1,6}:[0-9]{2}(:[0-9]{2})?"
+    r"|[0-9]{1,4}-[0-9]{1,2}(:[0-9]{2}(:[0-9]{2})?)?)$",
+    # Printable ASCII without space and `#` (0x23).
+    "config_line": r"^[A-Za-z]{2,40}=[!-\"$-~]{1,1024}$",
+    "hostname": r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$",
+}
+
+
 def _check(pattern: re.Pattern[str], value: object, where: str, accepted: str) -> SlurmToken:
     if not isinstance(value, str) or not _matches(pattern, value):
         raise InvalidValue(where=where, value=str(value), accepted=accepted)

@@ -18,7 +18,10 @@ from slurmkube.api import well_known as wk
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # Attribute docstrings become descriptions in the generated CRDs (kubectl explain).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 class _Lenient(BaseModel):
@@ -121,14 +124,41 @@ class PartitionSpec(_Model):
     """One Slurm partition. Its nodes are those of `nodeSets` plus those `nodeSelector` selects
     among the cluster's NodeSet nodes."""
 
-    name: str
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.nodeSets) || has(self.nodeSelector)",
+                    "message": "set nodeSets or nodeSelector (or both)",
+                },
+                {
+                    "rule": "self.name.lowerAscii() != 'default'",
+                    "message": "DEFAULT is a slurm.conf keyword, not a partition name",
+                },
+            ]
+        }
+    )
+
+    name: str = Field(json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["partition"]})
+    """Slurm PartitionName."""
     node_sets: list[str] = Field(default_factory=list, alias="nodeSets")
+    """NodeSets (of this SlurmCluster) whose nodes are in the partition."""
     node_selector: LabelSelector | None = Field(None, alias="nodeSelector")
+    """Also include the cluster's NodeSet nodes whose labels match."""
     default: bool = False
-    max_time: str | None = Field(None, alias="maxTime")
-    default_time: str | None = Field(None, alias="defaultTime")
+    """Default=YES: jobs without -p go here. At most one partition."""
+    max_time: str | None = Field(
+        None, alias="maxTime", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["time"]}
+    )
+    """MaxTime, in Slurm's time format (e.g. 2-00:00:00)."""
+    default_time: str | None = Field(
+        None, alias="defaultTime", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["time"]}
+    )
+    """DefaultTime for jobs that give no --time."""
     max_nodes: int | None = Field(None, ge=1, alias="maxNodes")
+    """MaxNodes per job."""
     priority_tier: int = Field(1, ge=0, le=65533, alias="priorityTier")
+    """PriorityTier: jobs of higher tiers are considered first."""
 
     @field_validator("name")
     @classmethod
@@ -161,14 +191,111 @@ class TopologySpec(_Model):
     block_size: int | None = Field(None, ge=1, le=4096, alias="blockSize")
 
 
+class PersistenceSpec(_Model):
+    """slurmctld's StateSaveLocation on a PersistentVolumeClaim."""
+
+    size: str = Field("10Gi", json_schema_extra={"pattern": r"^[0-9]+(Ki|Mi|Gi|Ti)$"})
+    storage_class_name: str | None = Field(None, alias="storageClassName")
+
+
+class ControllerSpec(_Model):
+    persistence: PersistenceSpec = Field(default_factory=PersistenceSpec)
+    backup: bool = False
+    """Run a backup slurmctld (a second SlurmctldHost) sharing the state volume."""
+
+
+class RestApiSpec(_Model):
+    replicas: int = Field(1, ge=0, le=16)
+    """slurmrestd replicas; 0 disables the REST API (the operator then uses scontrol)."""
+
+
+class DatabaseRef(_Model):
+    host: str
+    port: int = Field(3306, ge=1, le=65535)
+    name: str = Field("slurm_acct_db", json_schema_extra={"pattern": r"^[A-Za-z0-9_]{1,64}$"})
+    secret_name: str = Field(alias="secretName")
+    """Secret with keys `username` and `password` for the external MariaDB."""
+
+
+class AccountingSpec(_Model):
+    enabled: bool = False
+    database: DatabaseRef | None = None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.enabled || has(self.database)",
+                    "message": "accounting.enabled needs accounting.database",
+                }
+            ]
+        }
+    )
+
+
+class LoginSpec(_Model):
+    replicas: int = Field(0, ge=0, le=64)
+    """Login pods (sackd) for interactive users."""
+
+
+class AuthSpec(_Model):
+    """Where the shared keys live. Unset: generated into `<cluster>-auth` once, never logged."""
+
+    slurm_key_secret: str | None = Field(None, alias="slurmKeySecret")
+    jwt_key_secret: str | None = Field(None, alias="jwtKeySecret")
+
+
 class SlurmClusterSpec(_Model):
-    cluster_name: str | None = Field(None, alias="clusterName")
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.partitions) || self.partitions.filter(p, "
+                    "has(p.default) && p.default).size() <= 1",
+                    "message": "at most one partition may be default",
+                },
+                {
+                    "rule": "!has(self.partitions) || self.partitions.all(p, "
+                    "self.partitions.exists_one(q, q.name == p.name))",
+                    "message": "partition names must be unique",
+                },
+            ]
+        }
+    )
+
+    cluster_name: str | None = Field(
+        None, alias="clusterName", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["cluster"]}
+    )
+    """Slurm ClusterName; default: metadata.name."""
     image: str = wk.DEFAULT_SLURM_IMAGE
+    """The slurm image (slurmctld, slurmd, slurmrestd, sackd entrypoints)."""
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    rest_api: RestApiSpec = Field(default_factory=RestApiSpec, alias="restApi")
+    accounting: AccountingSpec = Field(default_factory=AccountingSpec)
+    login: LoginSpec = Field(default_factory=LoginSpec)
+    auth: AuthSpec = Field(default_factory=AuthSpec)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
-    partitions: list[PartitionSpec] = Field(default_factory=list)
+    partitions: list[PartitionSpec] = Field(default_factory=list, max_length=128)
     topology: TopologySpec = Field(default_factory=TopologySpec)
-    # Extra slurm.conf directives, one `Key=Value` each, for keys slurmkube does not manage.
-    extra_config: list[str] = Field(default_factory=list, alias="extraConfig")
+    extra_config: list[str] = Field(
+        default_factory=list,
+        alias="extraConfig",
+        max_length=256,
+        json_schema_extra={
+            "items": {"type": "string", "pattern": grammar.SCHEMA_PATTERNS["config_line"]},
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(l, !(l.split('=')[0].lowerAscii() in "
+                    + "["
+                    + ", ".join(f"'{k}'" for k in sorted(grammar.MANAGED_KEYS))
+                    + "]))",
+                    "message": "extraConfig may not set a key slurmkube manages "
+                    "(NodeName, PartitionName, SlurmctldHost, Include, Prolog, ...)",
+                }
+            ],
+        },
+    )
+    """Extra slurm.conf directives, one `Key=Value` each, for keys slurmkube does not manage."""
 
     @field_validator("cluster_name")
     @classmethod
@@ -207,21 +334,45 @@ class SlurmCluster(_Model):
 # --- NodeSet --------------------------------------------------------------------------
 
 
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+
+
+class UpdateStrategy(_Model):
+    type: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    max_unavailable: int = Field(1, ge=1, alias="maxUnavailable")
+    """slurmd pods replaced at once; each is drained first and replaced when idle."""
+
+
 class NodeSetSpec(_Model):
     """A set of Kubernetes GPU nodes that each run one slurmd pod.
 
     The Slurm node name is the Kubernetes node name."""
 
     cluster_ref: str = Field(alias="clusterRef")
+    """The SlurmCluster (same namespace) these nodes belong to."""
     node_selector: LabelSelector = Field(alias="nodeSelector")
-    # How many of the selected nodes run slurmd; the rest stay State=CLOUD.
-    # Unset: all of them.
+    """Which Kubernetes nodes are in the set (one slurmd pod each)."""
+    tolerations: list[Toleration] = Field(default_factory=list)
+    """Tolerations of the slurmd pods (GPU nodes are often tainted)."""
     replicas: int | None = Field(None, ge=0)
-    features: list[str] = Field(default_factory=list)
-    # Memory kept back from Slurm for the kubelet and the pod itself.
+    """How many of the selected nodes run slurmd; the rest stay State=CLOUD. Unset: all."""
+    features: list[str] = Field(
+        default_factory=list,
+        json_schema_extra={
+            "items": {"type": "string", "pattern": grammar.SCHEMA_PATTERNS["feature"]}
+        },
+    )
+    """Slurm node features (for --constraint); the GPU type is added."""
     memory_reserved_mib: int = Field(4096, ge=0, alias="memoryReservedMiB")
-    # slurm.conf(5) Weight: lower is allocated first.
+    """Memory kept back from Slurm's RealMemory for the kubelet and the pod."""
     weight: int = Field(1, ge=1, le=65533)
+    """slurm.conf(5) Weight: lower is allocated first."""
+    update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, alias="updateStrategy")
 
     @field_validator("features")
     @classmethod
@@ -266,3 +417,56 @@ class KubeNode(_Lenient):
     @property
     def ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
+
+
+# --- status (written by the operator) -------------------------------------------------
+
+
+class Condition(_Lenient):
+    """metav1.Condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = Field(None, alias="lastTransitionTime")
+    observed_generation: int | None = Field(None, alias="observedGeneration")
+
+
+class NodeCounts(_Lenient):
+    """Slurm node states, as `sinfo` reports them."""
+
+    total: int = 0
+    idle: int = 0
+    allocated: int = 0
+    mixed: int = 0
+    drain: int = 0
+    down: int = 0
+    cloud: int = 0
+    """Powered down (State=CLOUD without a slurmd pod)."""
+
+
+class GpuCounts(_Lenient):
+    total: int = 0
+    allocated: int = 0
+
+
+class SlurmClusterStatus(_Lenient):
+    observed_generation: int | None = Field(None, alias="observedGeneration")
+    conditions: list[Condition] = Field(default_factory=list)
+    nodes: NodeCounts = Field(default_factory=NodeCounts)
+    gpus: GpuCounts = Field(default_factory=GpuCounts)
+    config_hash: str | None = Field(None, alias="configHash")
+    """Hash of the Slurm configuration slurmctld runs with."""
+
+
+class NodeSetStatus(_Lenient):
+    observed_generation: int | None = Field(None, alias="observedGeneration")
+    conditions: list[Condition] = Field(default_factory=list)
+    replicas: int = 0
+    """slurmd pods that exist."""
+    ready_replicas: int = Field(0, alias="readyReplicas")
+    selector: str = ""
+    """Label selector of the slurmd pods, for the scale subresource (HPA/KEDA)."""
+    nodes: NodeCounts = Field(default_factory=NodeCounts)
+    gpus: GpuCounts = Field(default_factory=GpuCounts)

@@ -68,6 +68,7 @@ class PartitionLine:
     default_time: SlurmToken | None
     max_nodes: int | None
     priority_tier: int
+    def_mem_per_cpu: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,13 @@ def _node_lines(
 def _partitions(
     bundle: ClusterBundle, members: dict[str, list[FleetNode]]
 ) -> tuple[PartitionLine, ...]:
+    reserved = {ns.metadata.name: ns.spec.memory_reserved_mib for ns in bundle.node_sets}
+    # Memory per CPU of each node, as its NodeName line states it (RealMemory).
+    per_cpu = {
+        n.name: (n.memory_mib - reserved[ns]) // n.cpus
+        for ns, nodes in members.items()
+        for n in nodes
+    }
     lines = []
     for i, part in enumerate(bundle.cluster.spec.partitions):
         where = f"SlurmCluster {bundle.cluster.metadata.name} spec.partitions[{i}]"
@@ -211,7 +219,8 @@ def _partitions(
             chosen.update(n.name for n in members[ref])
         if part.node_selector is not None:
             matches = part.node_selector.matches
-            chosen.update(n.name for nodes in members.values() for n in nodes if matches(n.labels))
+            selected = [n for nodes in members.values() for n in nodes if matches(n.labels)]
+            chosen.update(n.name for n in selected)
         lines.append(
             PartitionLine(
                 name=grammar.partition_name(part.name, f"{where}.name"),
@@ -223,6 +232,10 @@ def _partitions(
                 ),
                 max_nodes=part.max_nodes,
                 priority_tier=part.priority_tier,
+                # With CR_Core_Memory and no default a job gets its nodes' whole
+                # memory, so GPU jobs could never share a node; give each CPU its
+                # share of the smallest node's memory instead.
+                def_mem_per_cpu=min((per_cpu[n] for n in chosen), default=None),
             )
         )
     return tuple(lines)
