@@ -74,7 +74,8 @@ SCHEMA_PATTERNS: Final = {
     "time": r"^(UNLIMITED|INFINITE|[0-9]{1,6}|[0-9]{1,6}:[0-9]{2}(:[0-9]{2})?"
     r"|[0-9]{1,4}-[0-9]{1,2}(:[0-9]{2}(:[0-9]{2})?)?)$",
     # Printable ASCII without space and `#` (0x23).
-    "config_line": r"^[A-Za-z]{2,40}=[!-\"$-~]{1,1024}$",
+    # RE2 repeat counts stop at 1000, so the length is the schema's maxLength.
+    "config_line": r"^[A-Za-z]{2,40}=[!-\"$-~]+$",
     "hostname": r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$",
 }
 

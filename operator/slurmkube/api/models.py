@@ -139,9 +139,16 @@ class PartitionSpec(_Model):
         }
     )
 
-    name: str = Field(json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["partition"]})
+    name: str = Field(
+        max_length=63, json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["partition"]}
+    )
     """Slurm PartitionName."""
-    node_sets: list[str] = Field(default_factory=list, alias="nodeSets")
+    node_sets: list[str] = Field(
+        default_factory=list,
+        alias="nodeSets",
+        max_length=64,
+        json_schema_extra={"items": {"type": "string", "maxLength": 63}},
+    )
     """NodeSets (of this SlurmCluster) whose nodes are in the partition."""
     node_selector: LabelSelector | None = Field(None, alias="nodeSelector")
     """Also include the cluster's NodeSet nodes whose labels match."""
@@ -254,11 +261,6 @@ class SlurmClusterSpec(_Model):
                     "has(p.default) && p.default).size() <= 1",
                     "message": "at most one partition may be default",
                 },
-                {
-                    "rule": "!has(self.partitions) || self.partitions.all(p, "
-                    "self.partitions.exists_one(q, q.name == p.name))",
-                    "message": "partition names must be unique",
-                },
             ]
         }
     )
@@ -275,14 +277,23 @@ class SlurmClusterSpec(_Model):
     login: LoginSpec = Field(default_factory=LoginSpec)
     auth: AuthSpec = Field(default_factory=AuthSpec)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
-    partitions: list[PartitionSpec] = Field(default_factory=list, max_length=128)
+    partitions: list[PartitionSpec] = Field(
+        default_factory=list,
+        max_length=128,
+        # A map-typed list: the API server itself refuses two partitions of one name.
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
     topology: TopologySpec = Field(default_factory=TopologySpec)
     extra_config: list[str] = Field(
         default_factory=list,
         alias="extraConfig",
         max_length=256,
         json_schema_extra={
-            "items": {"type": "string", "pattern": grammar.SCHEMA_PATTERNS["config_line"]},
+            "items": {
+                "type": "string",
+                "pattern": grammar.SCHEMA_PATTERNS["config_line"],
+                "maxLength": 1065,
+            },
             "x-kubernetes-validations": [
                 {
                     "rule": "self.all(l, !(l.split('=')[0].lowerAscii() in "
