@@ -35,7 +35,7 @@ def slurmkube_crds(kube: Kube) -> None:
             timeout=60,
         )
     # The discovery cache of the dynamic client must see the new kinds.
-    kube._dynamic.resources.invalidate_cache()  # noqa: SLF001 - test helper reuse
+    kube._dynamic.resources.invalidate_cache()
 
 
 def sample() -> list[dict[str, Any]]:

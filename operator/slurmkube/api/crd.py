@@ -64,6 +64,7 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def _crd(
     kind: str,
+    *,
     plural: str,
     short_names: list[str],
     spec: type[BaseModel],
@@ -136,11 +137,11 @@ def crds() -> dict[str, dict[str, Any]]:
     return {
         "slurmkube.io_slurmclusters.yaml": _crd(
             "SlurmCluster",
-            "slurmclusters",
-            ["slurm", "sc"],
-            SlurmClusterSpec,
-            SlurmClusterStatus,
-            [
+            plural="slurmclusters",
+            short_names=["slurm", "sc"],
+            spec=SlurmClusterSpec,
+            status=SlurmClusterStatus,
+            columns=[
                 _condition_column("Ready", "Ready"),
                 {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes.total"},
                 {"name": "Idle", "type": "integer", "jsonPath": ".status.nodes.idle"},
@@ -151,11 +152,11 @@ def crds() -> dict[str, dict[str, Any]]:
         ),
         "slurmkube.io_nodesets.yaml": _crd(
             "NodeSet",
-            "nodesets",
-            ["ns-slurm", "nset"],
-            NodeSetSpec,
-            NodeSetStatus,
-            [
+            plural="nodesets",
+            short_names=["nodeset", "nset"],
+            spec=NodeSetSpec,
+            status=NodeSetStatus,
+            columns=[
                 {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef"},
                 {"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas"},
                 {"name": "Pods", "type": "integer", "jsonPath": ".status.replicas"},
