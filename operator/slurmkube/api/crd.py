@@ -153,7 +153,7 @@ def crds() -> dict[str, dict[str, Any]]:
         "slurmkube.io_nodesets.yaml": _crd(
             "NodeSet",
             plural="nodesets",
-            short_names=["nodeset", "nset"],
+            short_names=["nset"],
             spec=NodeSetSpec,
             status=NodeSetStatus,
             columns=[
