@@ -8,8 +8,8 @@ import time
 import pytest
 
 from slurmkube.render.hostlist import expand
-from slurmkube.testing.local_slurm import LocalSlurm
 from slurmkube.testing.builders import CLUSTER_UUID, NodeBuilder
+from slurmkube.testing.local_slurm import LocalSlurm
 from tests.integration.conftest import (
     DOMAINS,
     PER_DOMAIN,
