@@ -167,6 +167,21 @@ def test_rest_backend_uses_newest_data_parser_of_24_11(cluster: LocalSlurm) -> N
         assert any(p.responding for p in rest.ping())
 
 
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_every_24_11_data_parser_reads_and_updates_nodes(cluster: LocalSlurm, version: str) -> None:
+    with rest_client(cluster, data_parser=version) as rest:
+        assert {n.name for n in rest.list_nodes()} == set(cluster.nodes)
+        assert rest.get_node("hgx-01").partitions == ("hgx", "all-gpu")
+        drain(rest, "hgx-01", f"version {version}")
+        assert rest.get_node("hgx-01").reason == f"{DRAIN_REASON_PREFIX} version {version}"
+        assert resume_if_ours(rest, "hgx-01")
+        assert not rest.get_node("hgx-01").drain
+        rest.set_node_features("cpu-01", ["x"])
+        assert rest.get_node("cpu-01").features == ("x",)
+        rest.set_node_features("cpu-01", [])
+        assert rest.get_node("cpu-01").features == ()
+
+
 def test_jobs_are_listed_with_gpu_requests_nodes_and_reasons(
     client: SlurmClient, cluster: LocalSlurm
 ) -> None:
@@ -227,7 +242,12 @@ def test_reservation_holds_exactly_the_requested_nodes(
     shown = cluster.run("scontrol", "show", "reservation", name)
     assert "Nodes=gb200-[003-004]" in shown
     assert "NodeCnt=2" in shown
-    assert {n.name for n in client.list_nodes() if "RESERVED" in n.state} == set(held)
+    # slurmctld marks the nodes RESERVED on its next reservation pass.
+    eventually(
+        lambda: {n.name for n in client.list_nodes() if n.reservation == name} == set(held),
+        "nodes to show the reservation",
+        timeout=90,
+    )
     # Outside the reservation a job asking for a reserved node waits ...
     outside = submit(cluster, "-p", "gb200", "-N", "1", "-w", "gb200-003")
     # ... while one inside it runs there.

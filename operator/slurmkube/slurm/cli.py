@@ -1,0 +1,222 @@
+"""The scontrol backend: what 24.11's slurmrestd cannot do, and a fallback where
+no slurmrestd runs.
+
+Every call is one `scontrol` process with an argv list (never a shell) whose
+values passed `slurmkube.slurm.arguments`; reads use `--json`, which prints
+the same data_parser documents as slurmrestd, so parsing is shared
+(`slurmkube.slurm.parse`). scontrol runs with TZ=UTC so the StartTime values
+written here and the times it prints mean the same instant everywhere.
+sacctmgr is not used: nothing here needs slurmdbd.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from slurmkube.api import grammar
+from slurmkube.slurm import arguments
+from slurmkube.slurm.errors import (
+    SlurmAuthError,
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmUnreachable,
+)
+from slurmkube.slurm.models import (
+    ControllerPing,
+    Job,
+    Node,
+    NodeStateChange,
+    Reservation,
+    ReservationRequest,
+    ReservationUpdate,
+)
+from slurmkube.slurm.parse import (
+    jobs_from,
+    messages_from,
+    nodes_from,
+    pings_from,
+    reservations_from,
+)
+from slurmkube.slurm.protocol import ACTIVE_JOB_STATES
+
+__all__ = ["CliClient", "classify_failure"]
+
+log = logging.getLogger(__name__)
+
+# scontrol's messages (slurm_strerror texts, src/common/slurm_errno.c) by meaning.
+_UNREACHABLE: Final = re.compile(
+    r"Unable to contact slurm controller|Connection refused|Socket timed out|"
+    r"Zero Bytes were transmitted|Communication connection failure|Connection timed out",
+    re.IGNORECASE,
+)
+_AUTH: Final = re.compile(
+    r"authentication|Invalid authentication credential|Access/permission denied|"
+    r"Authentication credential expired",
+    re.IGNORECASE,
+)
+_NOT_FOUND: Final = re.compile(
+    r"\bnot found\b|Invalid node name specified|Invalid job id specified", re.IGNORECASE
+)
+
+
+def classify_failure(output: str, operation: str) -> SlurmError:
+    """scontrol's stderr (Slurm's own words) -> the matching SlurmError."""
+    message = output.strip() or "scontrol failed without a message"
+    if _UNREACHABLE.search(message):
+        return SlurmUnreachable(message, operation=operation)
+    if _AUTH.search(message):
+        return SlurmAuthError(message, operation=operation)
+    if _NOT_FOUND.search(message):
+        return SlurmNotFound(message, operation=operation)
+    return SlurmRejected(message, operation=operation)
+
+
+class CliClient:
+    """`SlurmClient` over scontrol.
+
+    `bin_dir` holds scontrol (default: found on `env`'s PATH); `env` is the
+    environment for scontrol (default: this process's), where SLURM_CONF
+    points at the cluster. Authentication is whatever scontrol uses there
+    (auth/slurm through a sack socket, or munge). `wrapper` turns the argv
+    into the one to run, for scontrol that must run elsewhere: inside
+    `kubectl exec` into the controller pod, or a test cluster's namespace.
+    """
+
+    def __init__(
+        self,
+        *,
+        bin_dir: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        wrapper: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        self._wrapper = wrapper
+        self._scontrol = str(Path(bin_dir) / "scontrol") if bin_dir else "scontrol"
+        self._env = {**(env if env is not None else os.environ), "TZ": "UTC"}
+        self._timeout = timeout
+
+    # --- process plumbing ---
+    def _run(self, argv: Sequence[str], operation: str) -> str:
+        command = [self._scontrol, *argv]
+        if self._wrapper is not None:
+            command = self._wrapper(command)
+        try:
+            proc = subprocess.run(
+                command,
+                env=self._env,
+                capture_output=True,
+                text=True,
+                timeout=self._timeout,
+                check=False,
+            )
+        except FileNotFoundError as err:
+            raise SlurmError(f"scontrol not found ({self._scontrol})", operation=operation) from err
+        except subprocess.TimeoutExpired as err:
+            raise SlurmUnreachable(
+                f"scontrol did not finish in {self._timeout:g}s", operation=operation
+            ) from err
+        if proc.returncode != 0:
+            log.debug("scontrol failed op=%s rc=%s", operation, proc.returncode)
+            raise classify_failure(proc.stderr or proc.stdout, operation)
+        return proc.stdout
+
+    def _json(self, argv: Sequence[str], operation: str) -> Mapping[str, Any]:
+        out = self._run(["--json", *argv], operation)
+        try:
+            doc = json.loads(out)
+        except json.JSONDecodeError as err:
+            raise SlurmError(
+                f"scontrol printed no JSON: {out[:200]!r}", operation=operation
+            ) from err
+        if not isinstance(doc, Mapping):
+            raise SlurmError("scontrol printed JSON that is not an object", operation=operation)
+        errors = [e for e in messages_from(doc) if e.error_number]
+        if errors:
+            raise classify_failure("; ".join(str(e) for e in errors), operation)
+        return doc
+
+    # --- controller ---
+    def ping(self) -> tuple[ControllerPing, ...]:
+        pings = pings_from(self._json(["ping"], "ping"))
+        if not any(p.responding for p in pings):
+            raise SlurmUnreachable("no slurmctld is responding", operation="ping")
+        return pings
+
+    def reconfigure(self) -> None:
+        self._run(["reconfigure"], "reconfigure")
+
+    # --- nodes ---
+    def list_nodes(self) -> tuple[Node, ...]:
+        return nodes_from(self._json(["show", "node"], "list nodes"))
+
+    def get_node(self, name: str) -> Node:
+        node = grammar.hostname(name, "node")
+        found = nodes_from(self._json(["show", "node", node], f"get node {node}"))
+        for item in found:
+            if item.name == node:
+                return item
+        raise SlurmNotFound(f"node {node} not found", operation=f"get node {node}")
+
+    def update_node_state(
+        self, name: str, state: NodeStateChange, reason: str | None = None
+    ) -> None:
+        argv = arguments.node_state_argv(name, state, reason)
+        self._run(argv, f"set node {name} {state}")
+
+    def set_node_features(
+        self, name: str, available: Sequence[str], active: Sequence[str] | None = None
+    ) -> None:
+        argv = arguments.update_features_argv(name, available, active)
+        self._run(argv, f"set features of node {name}")
+
+    # --- jobs ---
+    def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
+        jobs = jobs_from(self._json(["show", "job"], "list jobs"))
+        wanted = frozenset(states)
+        return tuple(j for j in jobs if j.state & wanted)
+
+    # --- reservations ---
+    def list_reservations(self) -> tuple[Reservation, ...]:
+        return reservations_from(self._json(["show", "reservation"], "list reservations"))
+
+    def get_reservation(self, name: str) -> Reservation:
+        checked = arguments.reservation_name(name)
+        operation = f"get reservation {checked}"
+        for res in reservations_from(self._json(["show", "reservation", checked], operation)):
+            if res.name == checked:
+                return res
+        raise SlurmNotFound(f"reservation {checked} not found", operation=operation)
+
+    def create_reservation(self, request: ReservationRequest) -> Reservation:
+        argv = arguments.create_reservation_argv(request)
+        self._run(argv, f"create reservation {request.name}")
+        return self.get_reservation(request.name)
+
+    def update_reservation(self, update: ReservationUpdate) -> Reservation:
+        argv = arguments.update_reservation_argv(update)
+        self._on_reservation(argv, update.name, "update")
+        return self.get_reservation(update.name)
+
+    def delete_reservation(self, name: str) -> None:
+        self._on_reservation(arguments.delete_reservation_argv(name), name, "delete")
+
+    def _on_reservation(self, argv: Sequence[str], name: str, verb: str) -> None:
+        """Slurm answers a missing reservation with the same 'Requested
+        reservation is invalid' as a bad change; ask which it was."""
+        operation = f"{verb} reservation {name}"
+        try:
+            self._run(argv, operation)
+        except SlurmRejected as err:
+            try:
+                self.get_reservation(name)
+            except SlurmNotFound:
+                raise SlurmNotFound(f"reservation {name} not found", operation=operation) from err
+            raise

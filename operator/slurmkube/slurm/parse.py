@@ -1,0 +1,348 @@
+"""Slurm's data_parser JSON -> the typed models in `models.py`. Pure, no I/O.
+
+slurmrestd (`/slurm/v0.0.4x/...`) and `scontrol show ... --json` print the
+same data_parser documents, so both backends parse here. The fields read are
+the same in v0.0.40-v0.0.42 (checked against recorded responses in
+tests/fixtures/slurm/) and 25.05/25.11 keep them; everything else is ignored,
+so fields added by newer versions do not break parsing. Numbers may come as
+plain integers or as Slurm's `{"set", "infinite", "number"}` structs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Final, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.hostlist import HostlistError, expand
+from slurmkube.slurm.models import ControllerPing, Job, Node, Reservation
+
+__all__ = [
+    "SUPPORTED_DATA_PARSERS",
+    "SlurmMessage",
+    "choose_data_parser",
+    "gres_gpus",
+    "jobs_from",
+    "messages_from",
+    "nodes_from",
+    "partition_members",
+    "pings_from",
+    "reservations_from",
+    "tres_gpus",
+]
+
+# Oldest first. 24.11 serves v0.0.40-v0.0.42; 25.05 adds v0.0.43, 25.11 v0.0.44.
+SUPPORTED_DATA_PARSERS: Final = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite", False):
+            return None
+        return value.get("number")
+    return value
+
+
+def _text(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _names(value: Any) -> Any:
+    """A list, or a comma-separated string (users, accounts), as a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v for v in (x.strip() for x in value.split(",")) if v)
+    return value
+
+
+Number = Annotated[int | None, BeforeValidator(_number)]
+Text = Annotated[str, BeforeValidator(_text)]
+Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
+
+
+class _Edge(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _NodeJson(_Edge):
+    name: str
+    state: Names = ()
+    reason: Text = ""
+    reason_set_by_user: Text = ""
+    features: Names = ()
+    active_features: Names = ()
+    partitions: Names = ()
+    gres: Text = ""
+    gres_used: Text = ""
+    cpus: Number = 0
+    alloc_cpus: Number = 0
+    real_memory: Number = 0
+    alloc_memory: Number = 0
+    reservation: Text = ""
+    address: Text = ""
+
+
+class _JobJson(_Edge):
+    job_id: int
+    name: Text = ""
+    user_name: Text = ""
+    job_state: Names = ()
+    partition: Text = ""
+    priority: Number = 0
+    node_count: Number = 0
+    nodes: Text = ""
+    state_reason: Text = ""
+    resv_name: Text = ""
+    features: Text = ""
+    tres_per_node: Text = ""
+    tres_per_job: Text = ""
+    tres_per_task: Text = ""
+    tasks: Number = 0
+    gres_detail: tuple[str, ...] = ()
+    submit_time: Number = None
+    start_time: Number = None
+    time_limit: Number = None  # minutes
+
+
+class _ReservationJson(_Edge):
+    name: str
+    node_list: Text = ""
+    node_count: Number = 0
+    start_time: Number = None
+    end_time: Number = None
+    flags: Names = ()
+    users: Names = ()
+    accounts: Names = ()
+    partition: Text = ""
+
+
+class _PartitionNodesJson(_Edge):
+    configured: Text = ""
+
+
+class _PartitionJson(_Edge):
+    name: str
+    nodes: _PartitionNodesJson = _PartitionNodesJson()
+
+
+class _PingJson(_Edge):
+    hostname: Text = ""
+    responding: bool | None = None
+    pinged: Text = ""
+    mode: Text = ""
+    latency: Number = 0
+
+
+class SlurmMessage(_Edge):
+    """One entry of a response's `errors` (or `warnings`) list."""
+
+    description: Text = ""
+    error_number: Number = 0
+    error: Text = ""
+    source: Text = ""
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.description, self.error) if p and p != "No error"]
+        return ": ".join(parts) or f"error {self.error_number}"
+
+
+_M = TypeVar("_M", bound=_Edge)
+
+
+def _items(doc: Mapping[str, Any], key: str) -> list[Any]:
+    items = doc.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise SlurmError(f"unexpected Slurm response: {key!r} is {type(items).__name__}")
+    return items
+
+
+def _parse(model: type[_M], doc: Mapping[str, Any], key: str) -> list[_M]:
+    try:
+        return [model.model_validate(item) for item in _items(doc, key)]
+    except ValidationError as err:
+        raise SlurmError(f"unexpected Slurm response in {key!r}: {err}") from err
+
+
+def _time(epoch: int | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch else None
+
+
+def _hosts(expression: str) -> tuple[str, ...]:
+    try:
+        return expand(expression)
+    except HostlistError as err:
+        raise SlurmError(f"unexpected Slurm response: {err}") from err
+
+
+def _split_gres(text: str) -> list[str]:
+    """`gpu:a:2(IDX:0,2),shard:4` -> ['gpu:a:2(IDX:0,2)', 'shard:4']: commas inside
+    parentheses belong to the index list."""
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return [e.strip() for e in out if e.strip() and e.strip() != "N/A"]
+
+
+_COUNT: Final = re.compile(r"\d+")
+
+
+def gres_gpus(text: str) -> int:
+    """GPUs in a node's `gres`/`gres_used` or a job's `gres_detail` entry
+    (gres.conf(5) `Name[:Type]:Count`, with `(S:..)` or `(IDX:..)` suffixes)."""
+    total = 0
+    for entry in _split_gres(text):
+        fields = entry.split("(", 1)[0].split(":")
+        if fields[0] != "gpu":
+            continue
+        total += int(fields[-1]) if len(fields) > 1 and _COUNT.fullmatch(fields[-1]) else 1
+    return total
+
+
+def tres_gpus(text: str) -> int:
+    """GPUs in a job's `tres_per_node`/`tres_per_job`/`tres_per_task`:
+    `gres/gpu:4`, `gres/gpu:gb200:4`, `gres/gpu=1` (per task in 24.11)."""
+    total = 0
+    for entry in (e.strip() for e in text.split(",")):
+        name, _, rest = entry.partition("/")
+        if name != "gres":
+            continue
+        fields = re.split(r"[:=]", rest)
+        if fields[0] != "gpu":
+            continue
+        total += int(fields[-1]) if len(fields) > 1 and _COUNT.fullmatch(fields[-1]) else 1
+    return total
+
+
+def nodes_from(doc: Mapping[str, Any]) -> tuple[Node, ...]:
+    return tuple(_node(n) for n in _parse(_NodeJson, doc, "nodes"))
+
+
+def _node(n: _NodeJson) -> Node:
+    return Node(
+        name=n.name,
+        state=frozenset(n.state),
+        base_state=n.state[0] if n.state else "UNKNOWN",
+        reason=n.reason,
+        reason_set_by=n.reason_set_by_user,
+        features=n.features,
+        active_features=n.active_features,
+        partitions=n.partitions,
+        gres=n.gres,
+        gpus=gres_gpus(n.gres),
+        gpus_allocated=gres_gpus(n.gres_used),
+        cpus=n.cpus or 0,
+        cpus_allocated=n.alloc_cpus or 0,
+        memory_mib=n.real_memory or 0,
+        memory_allocated_mib=n.alloc_memory or 0,
+        reservation=n.reservation,
+        address=n.address,
+    )
+
+
+def jobs_from(doc: Mapping[str, Any]) -> tuple[Job, ...]:
+    return tuple(_job(j) for j in _parse(_JobJson, doc, "jobs"))
+
+
+def _job(j: _JobJson) -> Job:
+    return Job(
+        job_id=j.job_id,
+        name=j.name,
+        user=j.user_name,
+        state=frozenset(j.job_state),
+        partition=j.partition,
+        priority=j.priority or 0,
+        node_count=j.node_count or 0,
+        nodes=_hosts(j.nodes),
+        reason=j.state_reason,
+        reservation=j.resv_name,
+        features=j.features,
+        gpus_per_node=tres_gpus(j.tres_per_node),
+        gpus_per_job=tres_gpus(j.tres_per_job),
+        gpus_per_task=tres_gpus(j.tres_per_task),
+        tasks=j.tasks or 0,
+        gpus_allocated=sum(gres_gpus(d) for d in j.gres_detail),
+        submit_time=_time(j.submit_time),
+        start_time=_time(j.start_time),
+        time_limit=timedelta(minutes=j.time_limit) if j.time_limit is not None else None,
+    )
+
+
+def reservations_from(doc: Mapping[str, Any]) -> tuple[Reservation, ...]:
+    return tuple(
+        Reservation(
+            name=r.name,
+            nodes=_hosts(r.node_list),
+            start=_time(r.start_time),
+            end=_time(r.end_time),
+            flags=frozenset(r.flags),
+            users=r.users,
+            accounts=r.accounts,
+            partition=r.partition,
+            node_count=r.node_count or 0,
+        )
+        for r in _parse(_ReservationJson, doc, "reservations")
+    )
+
+
+def partition_members(doc: Mapping[str, Any]) -> dict[str, frozenset[str] | None]:
+    """Partition name -> its nodes, in slurm.conf order; None for `Nodes=ALL`."""
+    members: dict[str, frozenset[str] | None] = {}
+    for part in _parse(_PartitionJson, doc, "partitions"):
+        configured = part.nodes.configured
+        members[part.name] = None if configured == "ALL" else frozenset(_hosts(configured))
+    return members
+
+
+def pings_from(doc: Mapping[str, Any]) -> tuple[ControllerPing, ...]:
+    return tuple(
+        ControllerPing(
+            hostname=p.hostname,
+            # v0.0.40 has only `pinged`; later versions add `responding`.
+            responding=p.responding if p.responding is not None else p.pinged == "UP",
+            mode=p.mode,
+            latency_us=p.latency or 0,
+        )
+        for p in _parse(_PingJson, doc, "pings")
+    )
+
+
+def messages_from(doc: Mapping[str, Any], key: str = "errors") -> tuple[SlurmMessage, ...]:
+    return tuple(_parse(SlurmMessage, doc, key))
+
+
+_VERSION_PATH: Final = re.compile(r"/slurm/(v0\.0\.\d+)/")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.lstrip("v").split("."))
+
+
+def choose_data_parser(openapi: Mapping[str, Any]) -> str:
+    """The newest data_parser version both slurmrestd (its `/openapi/v3`
+    `paths`) and this adapter support."""
+    paths = openapi.get("paths")
+    if not isinstance(paths, Mapping):
+        raise SlurmError("slurmrestd /openapi/v3 has no 'paths'")
+    offered = {m.group(1) for p in paths if (m := _VERSION_PATH.match(p))}
+    usable = sorted(offered & set(SUPPORTED_DATA_PARSERS), key=_version_key)
+    if not usable:
+        raise SlurmError(
+            f"slurmrestd offers data_parser {sorted(offered, key=_version_key) or 'none'} "
+            f"for /slurm/; slurmkube supports {', '.join(SUPPORTED_DATA_PARSERS)} "
+            "(load openapi/slurmctld with one of them)"
+        )
+    return usable[-1]

@@ -1,0 +1,335 @@
+"""The slurmrestd backend: what an operator in its own pod speaks.
+
+The data_parser version (v0.0.40-v0.0.44) is read from `/openapi/v3` on
+first use and the newest one slurmkube knows is used. Requests carry a JWT in
+`X-SLURM-USER-TOKEN`: a given token, or one minted from the cluster's
+`jwt.key` as Slurm's auth/jwt expects (HS256; `exp`, `iat`, `sun` =
+username; see jwt.html in the Slurm docs). Transient failures (connection
+errors, 502/503/504, which slurmrestd returns when slurmctld is down) are
+retried with backoff; nothing else is, and never a 4xx.
+
+slurmrestd in 24.11 cannot create, change or delete reservations (that REST
+API arrives in v0.0.43). `RestClient` therefore *delegates* those three calls
+to the `ReservationWriter` given as `reservations` (normally a `CliClient`): it is
+composed with it, not derived from it, and reads (list/get reservation) stay
+on REST.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import jwt
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from slurmkube.api import grammar
+from slurmkube.slurm import arguments
+from slurmkube.slurm.errors import (
+    SlurmAuthError,
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmUnreachable,
+)
+from slurmkube.slurm.models import (
+    ControllerPing,
+    Job,
+    Node,
+    NodeStateChange,
+    Reservation,
+    ReservationRequest,
+    ReservationUpdate,
+)
+from slurmkube.slurm.parse import (
+    SlurmMessage,
+    choose_data_parser,
+    jobs_from,
+    messages_from,
+    nodes_from,
+    partition_members,
+    pings_from,
+    reservations_from,
+)
+from slurmkube.slurm.protocol import ACTIVE_JOB_STATES, ReservationWriter
+
+__all__ = ["JwtMinter", "RestClient", "check_response"]
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT_STATUS: Final = frozenset({502, 503, 504})
+# slurm_errno.h: SLURM_PROTOCOL_AUTHENTICATION_ERROR, ESLURM_ACCESS_DENIED,
+# ESLURM_USER_ID_MISSING, and the ESLURM_AUTH_* block.
+_AUTH_ERRNOS: Final = frozenset({1007, 2002, 2010, *range(6000, 6012)})
+# ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME.
+_NOT_FOUND_ERRNOS: Final = frozenset({2017, 2018})
+# Slurm's comm errors (SLURM_COMMUNICATIONS_*, SLURMCTLD_COMMUNICATIONS_*).
+_UNREACHABLE_ERRNOS: Final = frozenset({*range(1001, 1005), *range(1800, 1806)})
+
+# scontrol update State= -> slurmrestd's node state flags (update_node_msg).
+_STATE_FLAGS: Final[Mapping[NodeStateChange, tuple[str, ...]]] = {
+    NodeStateChange.POWER_DOWN_ASAP: ("POWER_DOWN", "POWER_DRAIN"),
+    NodeStateChange.POWER_DOWN_FORCE: ("POWER_DOWN", "POWERED_DOWN"),
+}
+
+
+def _message(doc: Mapping[str, Any] | None, text: str, status: int) -> str:
+    errors = messages_from(doc) if doc is not None else ()
+    if errors:
+        return "; ".join(str(e) for e in errors)
+    return text.strip()[:500] or f"HTTP {status}"
+
+
+def check_response(status: int, text: str, operation: str) -> Mapping[str, Any]:
+    """A slurmrestd answer -> its JSON document, or the SlurmError it means."""
+    doc: Mapping[str, Any] | None = None
+    try:
+        parsed = json.loads(text) if text else None
+        if isinstance(parsed, Mapping):
+            doc = parsed
+    except json.JSONDecodeError:
+        pass
+    errors: tuple[SlurmMessage, ...] = messages_from(doc) if doc is not None else ()
+    numbers = {e.error_number for e in errors}
+    message = _message(doc, text, status)
+    if status in (401, 403, 511) or numbers & _AUTH_ERRNOS:
+        raise SlurmAuthError(message, operation=operation)
+    if status in _TRANSIENT_STATUS or numbers & _UNREACHABLE_ERRNOS:
+        raise SlurmUnreachable(message, operation=operation)
+    if status == 404 or numbers & _NOT_FOUND_ERRNOS:
+        raise SlurmNotFound(message, operation=operation)
+    if status >= 400 or (numbers - {0}):
+        raise SlurmRejected(message, operation=operation)
+    if doc is None:
+        raise SlurmError(f"slurmrestd answered without JSON: {text[:200]!r}", operation=operation)
+    return doc
+
+
+def _csv(joined: str) -> list[str] | str:
+    # An empty list means "leave unchanged" to the data_parser; "" clears.
+    return joined.split(",") if joined else ""
+
+
+class JwtMinter:
+    """Mints HS256 tokens from jwt.key and reuses one until half its life is gone."""
+
+    def __init__(self, key: bytes, user: str, lifespan: int = 1800) -> None:
+        if not key:
+            raise ValueError("empty JWT key")
+        self._key = key
+        self._user = arguments.user_name(user, "JWT user")
+        self._lifespan = lifespan
+        self._token = ""
+        self._renew_at = 0.0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_file(cls, path: str | Path, user: str, lifespan: int = 1800) -> JwtMinter:
+        return cls(Path(path).read_bytes(), user, lifespan)
+
+    def __call__(self) -> str:
+        with self._lock:
+            now = time.time()
+            if now >= self._renew_at:
+                issued = int(now)
+                claims = {"iat": issued, "exp": issued + self._lifespan, "sun": self._user}
+                self._token = jwt.encode(claims, self._key, algorithm="HS256")
+                self._renew_at = now + self._lifespan / 2
+            return self._token
+
+
+class RestClient:
+    """`SlurmClient` over slurmrestd (see the module docstring for what is delegated).
+
+    Give exactly one of `token` (used as is) or `jwt_key`/`jwt_key_file`
+    (tokens minted for `user`). `data_parser` pins a version instead of
+    asking `/openapi/v3`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        jwt_key: bytes | None = None,
+        jwt_key_file: str | Path | None = None,
+        user: str = "root",
+        reservations: ReservationWriter | None = None,
+        data_parser: str | None = None,
+        timeout: float = 10.0,
+        attempts: int = 4,
+        max_backoff: float = 2.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        sources = [s for s in (token, jwt_key, jwt_key_file) if s is not None]
+        if len(sources) != 1:
+            raise ValueError("give exactly one of token, jwt_key, jwt_key_file")
+        self._token: Callable[[], str]
+        if token is not None:
+            self._token = lambda: token
+        elif jwt_key is not None:
+            self._token = JwtMinter(jwt_key, user)
+        else:
+            assert jwt_key_file is not None
+            self._token = JwtMinter.from_file(jwt_key_file, user)
+        self._reservations = reservations
+        self._data_parser = data_parser
+        self._version_lock = threading.Lock()
+        self._retrying = Retrying(
+            retry=retry_if_exception_type(SlurmUnreachable),
+            stop=stop_after_attempt(max(attempts, 1)),
+            wait=wait_exponential(multiplier=0.1, max=max_backoff),
+            reraise=True,
+        )
+        self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RestClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- HTTP plumbing ---
+    def _send(
+        self, method: str, path: str, operation: str, body: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        def attempt() -> Mapping[str, Any]:
+            try:
+                response = self._http.request(
+                    method,
+                    path,
+                    json=body,
+                    headers={"X-SLURM-USER-TOKEN": self._token()},
+                )
+            except httpx.TransportError as err:
+                raise SlurmUnreachable(
+                    f"slurmrestd at {self._http.base_url}: {type(err).__name__}: {err}",
+                    operation=operation,
+                ) from err
+            return check_response(response.status_code, response.text, operation)
+
+        result: Mapping[str, Any] = self._retrying(attempt)
+        return result
+
+    @property
+    def data_parser(self) -> str:
+        with self._version_lock:
+            if self._data_parser is None:
+                self._data_parser = choose_data_parser(
+                    self._send("GET", "/openapi/v3", "detect data_parser version")
+                )
+                log.info("slurmrestd data_parser=%s", self._data_parser)
+            return self._data_parser
+
+    def _slurm(
+        self, method: str, path: str, operation: str, body: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        return self._send(method, f"/slurm/{self.data_parser}{path}", operation, body)
+
+    # --- controller ---
+    def ping(self) -> tuple[ControllerPing, ...]:
+        pings = pings_from(self._slurm("GET", "/ping/", "ping"))
+        if any(p.responding for p in pings):
+            return pings
+        # slurmrestd reports a rejected token as "DOWN" on /ping; a call that
+        # needs slurmctld tells auth failure (511) from a dead controller (502).
+        self._slurm("GET", "/diag/", "ping")
+        raise SlurmUnreachable("no slurmctld is responding", operation="ping")
+
+    def reconfigure(self) -> None:
+        self._slurm("GET", "/reconfigure/", "reconfigure")
+
+    # --- nodes ---
+    def list_nodes(self) -> tuple[Node, ...]:
+        return nodes_from(self._slurm("GET", "/nodes/", "list nodes"))
+
+    def get_node(self, name: str) -> Node:
+        node = grammar.hostname(name, "node")
+        operation = f"get node {node}"
+        # An unknown node is a 200 with an empty list (and an error numbered 0).
+        for item in nodes_from(self._slurm("GET", f"/node/{node}", operation)):
+            if item.name == node:
+                return replace(item, partitions=self._partitions_of(node, operation))
+        raise SlurmNotFound(f"node {node} not found", operation=operation)
+
+    def _partitions_of(self, node: str, operation: str) -> tuple[str, ...]:
+        """24.11's /node/{name} fills `partitions` by indexing a one-node array
+        with cluster-wide node indices (slurm_populate_node_partitions), so it
+        names the partitions of the cluster's first node. Ask /partitions/."""
+        members = partition_members(self._slurm("GET", "/partitions/", operation))
+        return tuple(p for p, nodes in members.items() if nodes is None or node in nodes)
+
+    def update_node_state(
+        self, name: str, state: NodeStateChange, reason: str | None = None
+    ) -> None:
+        node = grammar.hostname(name, "node")
+        state = NodeStateChange(state)
+        body: dict[str, Any] = {"state": list(_STATE_FLAGS.get(state, (state.value,)))}
+        checked = arguments.checked_reason(state, reason)
+        if checked is not None:
+            body["reason"] = checked
+        self._slurm("POST", f"/node/{node}", f"set node {node} {state}", body)
+
+    def set_node_features(
+        self, name: str, available: Sequence[str], active: Sequence[str] | None = None
+    ) -> None:
+        node = grammar.hostname(name, "node")
+        listed = arguments.features(available)
+        # Same rule as the CLI (arguments.update_features_argv): active follows.
+        acting = listed if active is None else arguments.features(active, "active features")
+        body = {"features": _csv(listed), "features_act": _csv(acting)}
+        self._slurm("POST", f"/node/{node}", f"set features of node {node}", body)
+
+    # --- jobs ---
+    def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
+        wanted = frozenset(states)
+        jobs = jobs_from(self._slurm("GET", "/jobs/", "list jobs"))
+        return tuple(j for j in jobs if j.state & wanted)
+
+    # --- reservations ---
+    def list_reservations(self) -> tuple[Reservation, ...]:
+        return reservations_from(self._slurm("GET", "/reservations/", "list reservations"))
+
+    def get_reservation(self, name: str) -> Reservation:
+        # GET /reservation/{name} answers an unknown name with a generic 422,
+        # so look it up in the list instead.
+        checked = arguments.reservation_name(name)
+        for res in self.list_reservations():
+            if res.name == checked:
+                return res
+        raise SlurmNotFound(
+            f"reservation {checked} not found", operation=f"get reservation {checked}"
+        )
+
+    def _writer(self, operation: str) -> ReservationWriter:
+        if self._reservations is None:
+            raise SlurmError(
+                f"slurmrestd {self.data_parser} cannot {operation}; "
+                "give RestClient(reservations=CliClient(...))",
+                operation=operation,
+            )
+        return self._reservations
+
+    def create_reservation(self, request: ReservationRequest) -> Reservation:
+        return self._writer("create reservations").create_reservation(request)
+
+    def update_reservation(self, update: ReservationUpdate) -> Reservation:
+        return self._writer("update reservations").update_reservation(update)
+
+    def delete_reservation(self, name: str) -> None:
+        self._writer("delete reservations").delete_reservation(name)

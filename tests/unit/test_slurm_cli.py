@@ -1,0 +1,114 @@
+"""CliClient's process handling with a stand-in scontrol script, and its error mapping."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from slurmkube.slurm import (
+    CliClient,
+    SlurmAuthError,
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmUnreachable,
+    drain,
+    resume_if_ours,
+)
+from slurmkube.slurm.cli import classify_failure
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+
+@pytest.mark.parametrize(
+    ("stderr", "error"),
+    [
+        # Texts scontrol 24.11.5 printed in the integration cluster.
+        (
+            "slurm_load_node error: Unable to contact slurm controller (connect failure)",
+            SlurmUnreachable,
+        ),
+        ("slurm_load_node error: Protocol authentication error", SlurmAuthError),
+        ("slurm_update error: Access/permission denied", SlurmAuthError),
+        ("slurm_update error: Invalid node name specified", SlurmNotFound),
+        ("Node nosuch not found", SlurmNotFound),
+        ("Reservation nosuch not found", SlurmNotFound),
+        ("Error creating the reservation: Requested nodes are busy", SlurmRejected),
+        (
+            "scontrol: error: Either Users/Groups and/or Accounts must be specified.  "
+            "No reservation created.",
+            SlurmRejected,
+        ),
+        ("", SlurmRejected),
+    ],
+)
+def test_scontrol_messages_map_to_typed_errors(stderr: str, error: type[SlurmError]) -> None:
+    raised = classify_failure(stderr, "op")
+    assert type(raised) is error
+    if stderr:
+        assert raised.message == stderr  # Slurm's words, unchanged
+
+
+@pytest.fixture
+def scontrol(tmp_path: Path) -> Path:
+    """A stand-in scontrol: logs argv and TZ, answers `show node` from a fixture,
+    fails like scontrol for node `gone`."""
+    log = tmp_path / "argv.log"
+    nodes = FIXTURES / "cli" / "show-node.json"
+    script = tmp_path / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "TZ=$TZ $*" >> {log}\n'
+        'case "$*" in\n'
+        '  *NodeName=gone*) echo "slurm_update error: Invalid node name specified" >&2; exit 1;;\n'
+        f'  "--json show node"*) cat {nodes};;\n'
+        "esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return tmp_path
+
+
+def calls(bin_dir: Path) -> list[str]:
+    return (bin_dir / "argv.log").read_text().splitlines()
+
+
+def test_drain_and_resume_send_exact_argv_in_utc(scontrol: Path) -> None:
+    cli = CliClient(bin_dir=scontrol, env=dict(os.environ))
+
+    drain(cli, "gb200-004", "lent to w-1")
+    assert resume_if_ours(cli, "gb200-001") is True  # fixture: "slurmkube: test"
+    assert resume_if_ours(cli, "gb200-022") is False  # fixture: "admin: bad gpu"
+    assert resume_if_ours(cli, "gb200-004") is False  # fixture: not drained
+
+    assert calls(scontrol) == [
+        "TZ=UTC update NodeName=gb200-004 State=DRAIN Reason=slurmkube: lent to w-1",
+        "TZ=UTC --json show node gb200-001",
+        "TZ=UTC update NodeName=gb200-001 State=UNDRAIN",
+        "TZ=UTC --json show node gb200-022",
+        "TZ=UTC --json show node gb200-004",
+    ]
+
+
+def test_failures_and_missing_scontrol_are_typed(scontrol: Path, tmp_path: Path) -> None:
+    cli = CliClient(bin_dir=scontrol, env=dict(os.environ))
+    with pytest.raises(SlurmNotFound, match="Invalid node name"):
+        drain(cli, "gone", "x")
+    with pytest.raises(SlurmError, match="scontrol not found"):
+        CliClient(bin_dir=tmp_path / "nowhere").list_nodes()
+
+
+def test_wrapper_decides_how_scontrol_runs(scontrol: Path) -> None:
+    seen: list[list[str]] = []
+
+    def wrapper(argv: list[str]) -> list[str]:
+        seen.append(argv)
+        return argv
+
+    nodes = CliClient(bin_dir=scontrol, env=dict(os.environ), wrapper=wrapper).list_nodes()
+
+    assert len(nodes) == len(json.loads((FIXTURES / "cli" / "show-node.json").read_text())["nodes"])
+    assert seen == [[str(scontrol / "scontrol"), "--json", "show", "node"]]

@@ -1,0 +1,278 @@
+"""RestClient's HTTP behaviour over recorded responses (httpx.MockTransport, no daemon)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from slurmkube.slurm import (
+    NodeStateChange,
+    Reservation,
+    ReservationRequest,
+    ReservationUpdate,
+    RestClient,
+    SlurmAuthError,
+    SlurmError,
+    SlurmNotFound,
+    SlurmRejected,
+    SlurmUnreachable,
+)
+from slurmkube.slurm.rest import check_response
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+KEY = b"k" * 32
+
+
+def recorded(name: str, version: str = "v0.0.42") -> httpx.Response:
+    doc = json.loads((FIXTURES / "rest" / version / f"{name}.json").read_text())
+    return httpx.Response(doc["status"], json=doc["body"])
+
+
+def openapi() -> httpx.Response:
+    return httpx.Response(200, text=(FIXTURES / "openapi-24.11-paths.json").read_text())
+
+
+@dataclass
+class Server:
+    """Answers by path; records every request."""
+
+    routes: dict[str, Callable[[httpx.Request], httpx.Response]]
+    seen: list[httpx.Request] = field(default_factory=list)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.seen.append(request)
+        route = self.routes.get(f"{request.method} {request.url.path}")
+        if route is None:
+            return httpx.Response(404, text="no route")
+        return route(request)
+
+    def paths(self) -> list[str]:
+        return [f"{r.method} {r.url.path}" for r in self.seen]
+
+
+def client(server: Server, **kwargs: Any) -> RestClient:
+    options: dict[str, Any] = {"jwt_key": KEY, "max_backoff": 0.0}
+    options.update(kwargs)
+    return RestClient("http://slurmrestd", transport=httpx.MockTransport(server), **options)
+
+
+def always(response: httpx.Response) -> Callable[[httpx.Request], httpx.Response]:
+    return lambda _: response
+
+
+def test_version_is_detected_once_and_used_for_every_path() -> None:
+    server = Server(
+        {
+            "GET /openapi/v3": always(openapi()),
+            "GET /slurm/v0.0.42/nodes/": always(recorded("nodes")),
+        }
+    )
+    rest = client(server)
+
+    assert len(rest.list_nodes()) == 10
+    assert len(rest.list_nodes()) == 10
+    assert server.paths() == [
+        "GET /openapi/v3",
+        "GET /slurm/v0.0.42/nodes/",
+        "GET /slurm/v0.0.42/nodes/",
+    ]
+
+
+def test_minted_jwt_has_the_claims_slurm_expects_and_is_reused() -> None:
+    server = Server({"GET /slurm/v0.0.40/ping/": always(recorded("ping", "v0.0.40"))})
+    rest = client(server, data_parser="v0.0.40", user="slurmkube")
+
+    rest.ping()
+    rest.ping()
+
+    tokens = {r.headers["X-SLURM-USER-TOKEN"] for r in server.seen}
+    assert len(tokens) == 1
+    claims = jwt.decode(tokens.pop(), KEY, algorithms=["HS256"])
+    assert claims["sun"] == "slurmkube"
+    assert claims["exp"] > claims["iat"]
+
+
+def test_a_given_token_is_sent_as_is() -> None:
+    server = Server({"GET /slurm/v0.0.42/ping/": always(recorded("ping"))})
+    client(server, jwt_key=None, token="abc", data_parser="v0.0.42").ping()
+    assert server.seen[0].headers["X-SLURM-USER-TOKEN"] == "abc"
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_transient_statuses_are_retried(status: int) -> None:
+    answers = iter([httpx.Response(status, text="busy"), recorded("nodes")])
+    server = Server({"GET /slurm/v0.0.42/nodes/": lambda _: next(answers)})
+
+    assert client(server, data_parser="v0.0.42").list_nodes()
+    assert len(server.seen) == 2
+
+
+@pytest.mark.parametrize(
+    ("response", "error"),
+    [
+        (httpx.Response(400, json={"errors": [{"error": "bad"}]}), SlurmRejected),
+        (httpx.Response(401, text="Authentication failure"), SlurmAuthError),
+        (httpx.Response(404, text="Not found"), SlurmNotFound),
+        (recorded("nodes-bad-token"), SlurmAuthError),
+        (recorded("node-update-unknown"), SlurmNotFound),
+    ],
+)
+def test_client_errors_are_never_retried(response: httpx.Response, error: type[SlurmError]) -> None:
+    server = Server({"GET /slurm/v0.0.42/nodes/": always(response)})
+    with pytest.raises(error):
+        client(server, data_parser="v0.0.42", attempts=5).list_nodes()
+    assert len(server.seen) == 1
+
+
+def test_connection_errors_become_unreachable_after_the_last_attempt() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    server = Server({"GET /slurm/v0.0.42/nodes/": refuse})
+    with pytest.raises(SlurmUnreachable, match="ConnectError"):
+        client(server, data_parser="v0.0.42", attempts=3).list_nodes()
+    assert len(server.seen) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "message"),
+    [
+        ("nodes-bad-token", SlurmAuthError, "Protocol authentication error"),
+        ("node-update-unknown", SlurmNotFound, "Invalid node name specified"),
+        ("node-update-bad-state", SlurmRejected, "Invalid node state specified"),
+        ("reservation-unknown", SlurmRejected, "Unable to find reservation nosuch"),
+    ],
+)
+def test_recorded_failures_map_to_typed_errors_with_slurms_words(
+    name: str, error: type[SlurmError], message: str
+) -> None:
+    response = recorded(name)
+    with pytest.raises(error, match=message) as raised:
+        check_response(response.status_code, response.text, "op")
+    assert raised.value.operation == "op"
+
+
+def test_ok_responses_pass_and_slurmctld_down_is_unreachable() -> None:
+    assert check_response(200, recorded("nodes").text, "op")["nodes"]
+    with pytest.raises(SlurmUnreachable):
+        check_response(502, json.dumps({"errors": [{"error_number": 1800}]}), "op")
+    with pytest.raises(SlurmError):
+        check_response(200, "not json", "op")
+
+
+def test_unknown_node_is_not_found() -> None:
+    server = Server({"GET /slurm/v0.0.42/node/nosuch": always(recorded("node-unknown"))})
+    with pytest.raises(SlurmNotFound):
+        client(server, data_parser="v0.0.42").get_node("nosuch")
+
+
+def test_get_node_takes_partitions_from_the_partition_list() -> None:
+    partitions = {
+        "partitions": [
+            {"name": "gb200", "nodes": {"configured": "gb200-[001-004]"}},
+            {"name": "cpu", "nodes": {"configured": "cpu-01"}},
+        ]
+    }
+    server = Server(
+        {
+            "GET /slurm/v0.0.42/node/gb200-001": always(recorded("node-gb200-001")),
+            "GET /slurm/v0.0.42/partitions/": always(httpx.Response(200, json=partitions)),
+        }
+    )
+    assert client(server, data_parser="v0.0.42").get_node("gb200-001").partitions == ("gb200",)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "body"),
+    [
+        (NodeStateChange.DRAIN, "slurmkube: x", {"state": ["DRAIN"], "reason": "slurmkube: x"}),
+        (NodeStateChange.UNDRAIN, None, {"state": ["UNDRAIN"]}),
+        (NodeStateChange.POWER_DOWN_ASAP, None, {"state": ["POWER_DOWN", "POWER_DRAIN"]}),
+    ],
+)
+def test_node_updates_post_slurms_state_flags(
+    state: NodeStateChange, reason: str | None, body: dict[str, Any]
+) -> None:
+    server = Server({"POST /slurm/v0.0.42/node/n1": always(httpx.Response(200, json={}))})
+    client(server, data_parser="v0.0.42").update_node_state("n1", state, reason)
+    assert json.loads(server.seen[0].content) == body
+
+
+def test_features_set_active_too_and_empty_clears() -> None:
+    server = Server({"POST /slurm/v0.0.42/node/n1": always(httpx.Response(200, json={}))})
+    rest = client(server, data_parser="v0.0.42")
+    rest.set_node_features("n1", ["a", "b"])
+    rest.set_node_features("n1", [])
+    assert [json.loads(r.content) for r in server.seen] == [
+        {"features": ["a", "b"], "features_act": ["a", "b"]},
+        {"features": "", "features_act": ""},
+    ]
+
+
+@dataclass
+class ReservationWriter:
+    """Stands in for the CLI backend: records what RestClient hands it."""
+
+    calls: list[str] = field(default_factory=list)
+
+    def create_reservation(self, request: ReservationRequest) -> Reservation:
+        self.calls.append(f"create {request.name}")
+        return Reservation(name=request.name, nodes=request.nodes, start=None, end=None)
+
+    def update_reservation(self, update: ReservationUpdate) -> Reservation:
+        self.calls.append(f"update {update.name}")
+        return Reservation(name=update.name, nodes=(), start=None, end=None)
+
+    def delete_reservation(self, name: str) -> None:
+        self.calls.append(f"delete {name}")
+
+
+def test_reservation_writes_are_delegated_and_need_a_delegate() -> None:
+    server = Server({})
+    writer = ReservationWriter()
+    rest = client(server, data_parser="v0.0.42", reservations=writer)
+
+    rest.create_reservation(ReservationRequest(name="r", nodes=("n1",), users=("root",)))
+    rest.update_reservation(ReservationUpdate(name="r", nodes=("n2",)))
+    rest.delete_reservation("r")
+
+    assert writer.calls == ["create r", "update r", "delete r"]
+    assert server.seen == []
+    with pytest.raises(SlurmError, match="cannot create reservations"):
+        client(server, data_parser="v0.0.42").create_reservation(
+            ReservationRequest(name="r", nodes=("n1",), users=("root",))
+        )
+
+
+def test_reservations_are_read_over_rest() -> None:
+    server = Server({"GET /slurm/v0.0.42/reservations/": always(recorded("reservations"))})
+    rest = client(server, data_parser="v0.0.42")
+    assert rest.get_reservation("test_res").nodes == ("gb200-020", "gb200-021")
+    with pytest.raises(SlurmNotFound):
+        rest.get_reservation("other")
+
+
+def test_ping_with_a_refused_token_is_an_auth_error() -> None:
+    down = {"pings": [{"hostname": "c", "pinged": "DOWN", "responding": False, "mode": "primary"}]}
+    server = Server(
+        {
+            "GET /slurm/v0.0.42/ping/": always(httpx.Response(200, json=down)),
+            "GET /slurm/v0.0.42/diag/": always(recorded("nodes-bad-token")),
+        }
+    )
+    with pytest.raises(SlurmAuthError):
+        client(server, data_parser="v0.0.42").ping()
+
+
+def test_exactly_one_credential() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        RestClient("http://x", token="t", jwt_key=KEY)
+    with pytest.raises(ValueError, match="exactly one"):
+        RestClient("http://x")
