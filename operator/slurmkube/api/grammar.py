@@ -266,8 +266,14 @@ def joined(tokens: Iterable[SlurmToken], sep: str = ",") -> SlurmToken:
 _IPV4: Final = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)")
 
 
+_FQDN: Final = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_FQDN_MAX: Final = 253
+
+
 def address(value: object, where: str) -> SlurmToken:
-    """A NodeAddr/SlurmctldHost address: an IPv4 address or a hostname."""
+    """A NodeAddr/SlurmctldHost address: an IPv4 address or a DNS name (a pod's FQDN)."""
     if isinstance(value, str) and _IPV4.fullmatch(value):
         return SlurmToken(value)
-    return hostname(value, where)
+    if isinstance(value, str) and len(value) > _FQDN_MAX:
+        value = value + "\n"
+    return _check(_FQDN, value, where, "an IPv4 address or a lowercase DNS name")

@@ -28,3 +28,23 @@ LABEL_LEASE: Final = f"{GROUP}/lease"
 DRAIN_REASON_PREFIX: Final = "slurmkube:"
 
 DEFAULT_SLURM_IMAGE: Final = "slurmkube/slurm:24.11.5"
+
+# Labels on every object slurmkube creates (Kubernetes recommended labels).
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_CLUSTER: Final = f"{GROUP}/cluster"
+LABEL_NODESET: Final = f"{GROUP}/nodeset"
+LABEL_NODE: Final = f"{GROUP}/node"
+ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+FIELD_MANAGER: Final = "slurmkube-operator"
+FINALIZER: Final = f"{GROUP}/cleanup"
+
+# Ports (slurm.conf(5) defaults; slurmrestd has none, 6820 is the documented usual).
+SLURMCTLD_PORT: Final = 6817
+SLURMD_PORT: Final = 6818
+SLURMRESTD_PORT: Final = 6820
+
+# Paths inside the slurm image.
+CONFIG_DIR: Final = "/etc/slurm"
+STATE_DIR: Final = "/var/spool/slurmctld"

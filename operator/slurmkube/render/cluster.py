@@ -1,0 +1,170 @@
+"""The reconcile plan of one SlurmCluster: observed state in, actions out (pure).
+
+Level based (DESIGN.md §4): the plan never asks whether something was created
+or updated, it compares what is with what should be. Safety rules live here,
+where they are table-tested:
+
+- a slurmd pod is deleted only when its Slurm node runs nothing: first drained
+  (reason prefixed `slurmkube:`), deleted once drained and idle;
+- when Slurm cannot be asked, no slurmd pod is deleted at all;
+- a drain that does not carry our prefix (an admin's) is never undone;
+- invalid input yields no actions, only a condition that says what to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.documents import ClusterBundle
+from slurmkube.api.grammar import InvalidValue
+from slurmkube.render.config import plan_config
+from slurmkube.render.files import RenderedConfig, render_files
+from slurmkube.render.kubernetes import (
+    Manifest,
+    config_map,
+    controller_service,
+    controller_statefulset,
+    deployment_context,
+    desired_slurmd_nodes,
+    restapi_deployment,
+    restapi_service,
+    slurmd_pod,
+)
+from slurmkube.topology.fleet import FleetNode
+from slurmkube.topology.model import FleetTopology
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNodeView:
+    """What the plan needs of a Slurm node (the controller converts the adapter's Node)."""
+
+    name: str
+    busy: bool  # ALLOCATED, MIXED or COMPLETING: a job runs there
+    drain: bool
+    reason: str = ""
+    responding: bool = True
+
+    @property
+    def drained_by_us(self) -> bool:
+        return self.drain and self.reason.startswith(wk.DRAIN_REASON_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    name: str
+    node: str
+    node_set: str
+    deleting: bool = False
+    ready: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    bundle: ClusterBundle
+    fleet: Sequence[FleetNode]
+    pods: Sequence[PodView]
+    # None: Slurm could not be asked this time.
+    slurm_nodes: Mapping[str, SlurmNodeView] | None
+    # Nodes that may not run slurmd and why (lent to Kueue, cordoned).
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    rendered: RenderedConfig | None
+    objects: tuple[Manifest, ...] = ()
+    create_pods: tuple[Manifest, ...] = ()
+    drain: tuple[str, ...] = ()  # Slurm nodes to drain before their pod goes
+    delete_pods: tuple[str, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    # Per NodeSet: the nodes that should run slurmd.
+    desired: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
+
+
+def plan_cluster(observed: Observed) -> Plan:
+    bundle = observed.bundle
+    cluster = bundle.cluster
+    try:
+        config = plan_config(bundle, observed.fleet, deployment_context(cluster))
+    except InvalidValue as err:
+        return Plan(
+            rendered=None,
+            conditions=(Condition("ConfigApplied", False, "InvalidSpec", str(err)),),
+        )
+    rendered = render_files(config)
+    objects: list[Manifest] = [
+        config_map(cluster, rendered),
+        controller_service(cluster),
+        controller_statefulset(cluster),
+    ]
+    if cluster.spec.rest_api.replicas:
+        objects += [restapi_deployment(cluster), restapi_service(cluster)]
+
+    gpus = {n.name: n.gpus for n in observed.fleet}
+    desired: dict[str, tuple[str, ...]] = {}
+    wanted_pods: dict[str, Manifest] = {}
+    for ns in bundle.node_sets:
+        nodes = desired_slurmd_nodes(ns, config.members[ns.metadata.name], observed.unavailable)
+        desired[ns.metadata.name] = tuple(nodes)
+        for node in nodes:
+            pod = slurmd_pod(cluster, ns, node, gpus.get(node, 0), rendered.hash)
+            wanted_pods[pod["metadata"]["name"]] = pod
+
+    existing = {p.name: p for p in observed.pods}
+    create = tuple(m for name, m in sorted(wanted_pods.items()) if name not in existing)
+    drain: list[str] = []
+    delete: list[str] = []
+    for pod in sorted(observed.pods, key=lambda p: p.name):
+        if pod.name in wanted_pods or pod.deleting:
+            continue
+        if observed.slurm_nodes is None:
+            continue  # cannot tell whether a job runs there: keep the pod
+        state = observed.slurm_nodes.get(pod.node)
+        if state is None or not state.responding:
+            delete.append(pod.name)  # Slurm runs nothing on a node it does not reach
+        elif not state.drain:
+            drain.append(pod.node)
+        elif not state.busy:
+            delete.append(pod.name)
+    return Plan(
+        rendered=rendered,
+        objects=tuple(objects),
+        create_pods=create,
+        drain=tuple(drain),
+        delete_pods=tuple(delete),
+        desired=desired,
+        conditions=_topology_conditions(config.topology),
+    )
+
+
+def _topology_conditions(topology: FleetTopology) -> tuple[Condition, ...]:
+    problems = len(topology.problems)
+    missing = len(topology.nodes_without_domain)
+    small = len(topology.undersized_blocks)
+    message = (
+        f"{len(topology.blocks)} blocks, {len(topology.switches)} switches; "
+        f"{missing} nodes without an NVLink domain, {small} domains below the base block "
+        f"size, {problems} invalid label values"
+    )
+    return (Condition("TopologyValid", problems == 0 and small == 0, "Labels", message),)
+
+
+def undrain_candidates(
+    desired: Mapping[str, tuple[str, ...]], slurm_nodes: Mapping[str, SlurmNodeView]
+) -> list[str]:
+    """Nodes we drained that are wanted again (scale-in undone): resume them."""
+    wanted = {n for nodes in desired.values() for n in nodes}
+    return sorted(n for n, s in slurm_nodes.items() if n in wanted and s.drained_by_us)

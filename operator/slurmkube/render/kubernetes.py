@@ -1,0 +1,334 @@
+"""Desired Kubernetes objects of a Slurm cluster, as plain manifests (pure).
+
+The controller applies these with server-side apply and adds owner references;
+it never edits them. Names are deterministic (controller-runtime FAQ): the
+same cluster always yields the same object names, so a crash between two
+applies is finished by the next reconcile rather than duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import NodeSet, SlurmCluster
+from slurmkube.render.context import RenderContext
+from slurmkube.render.files import RenderedConfig
+
+Manifest = dict[str, Any]
+
+# Kubernetes object names and hostnames are DNS labels.
+_MAX_LABEL = 63
+
+
+def _short(name: str) -> str:
+    """A DNS label from a longer name: a readable prefix plus a hash, deterministic."""
+    if len(name) <= _MAX_LABEL:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_LABEL - 9].rstrip('-')}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNames:
+    """Every name derived from a SlurmCluster, in one place."""
+
+    cluster: str
+    namespace: str
+
+    @property
+    def controller(self) -> str:
+        return _short(f"{self.cluster}-slurmctld")
+
+    @property
+    def controller_pod(self) -> str:
+        return f"{self.controller}-0"
+
+    @property
+    def controller_fqdn(self) -> str:
+        # The StatefulSet pod's DNS name through its headless Service.
+        return f"{self.controller_pod}.{self.controller}.{self.namespace}.svc.cluster.local"
+
+    @property
+    def restapi(self) -> str:
+        return _short(f"{self.cluster}-slurmrestd")
+
+    @property
+    def config(self) -> str:
+        return _short(f"{self.cluster}-slurm-config")
+
+    @property
+    def auth(self) -> str:
+        return _short(f"{self.cluster}-auth")
+
+    @property
+    def state(self) -> str:
+        return "state"
+
+    def slurmd_pod(self, node_set: str, node: str) -> str:
+        return _short(f"{node_set}-{node}")
+
+
+def names_of(cluster: SlurmCluster) -> ClusterNames:
+    return ClusterNames(cluster.metadata.name, cluster.metadata.namespace or "default")
+
+
+def deployment_context(cluster: SlurmCluster) -> RenderContext:
+    """Paths and hosts of the daemons in slurmkube's pods."""
+    names = names_of(cluster)
+    return RenderContext(
+        controller_host=names.controller_pod,
+        controller_addr=names.controller_fqdn,
+        config_dir=wk.CONFIG_DIR,
+        state_save_location=wk.STATE_DIR,
+        slurmd_spool_dir="/var/spool/slurmd",
+        log_dir="/var/log/slurm",
+        run_dir="/run/slurm",
+        slurm_user="slurm",
+        gpu_device_dir="/dev",
+    )
+
+
+def labels(cluster: SlurmCluster, component: str, **extra: str) -> dict[str, str]:
+    return {
+        wk.LABEL_NAME: component,
+        wk.LABEL_INSTANCE: cluster.metadata.name,
+        wk.LABEL_MANAGED_BY: "slurmkube",
+        wk.LABEL_CLUSTER: cluster.metadata.name,
+        **extra,
+    }
+
+
+def _meta(cluster: SlurmCluster, name: str, component: str, **extra: str) -> Manifest:
+    return {
+        "name": name,
+        "namespace": cluster.metadata.namespace,
+        "labels": labels(cluster, component, **extra),
+    }
+
+
+def config_map(cluster: SlurmCluster, rendered: RenderedConfig) -> Manifest:
+    meta = _meta(cluster, names_of(cluster).config, "slurm-config")
+    meta["annotations"] = {wk.ANNOTATION_CONFIG_HASH: rendered.hash}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {**dict(sorted(rendered.files.items())), "config-hash": rendered.hash},
+    }
+
+
+def auth_secret(cluster: SlurmCluster, slurm_key_b64: str, jwt_key_b64: str) -> Manifest:
+    """Keys are generated once by the controller and then only ever read back."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(cluster, names_of(cluster).auth, "slurm-auth"),
+        "type": "Opaque",
+        "data": {"slurm.key": slurm_key_b64, "jwt.key": jwt_key_b64},
+    }
+
+
+def _slurm_etc(cluster: SlurmCluster) -> Manifest:
+    """/etc/slurm: the rendered files and the keys, in one projected volume."""
+    names = names_of(cluster)
+    slurm_secret = cluster.spec.auth.slurm_key_secret or names.auth
+    jwt_secret = cluster.spec.auth.jwt_key_secret or names.auth
+    return {
+        "name": "slurm-etc",
+        "projected": {
+            "defaultMode": 0o600,
+            "sources": [
+                {"configMap": {"name": names.config}},
+                {
+                    "secret": {
+                        "name": slurm_secret,
+                        "items": [{"key": "slurm.key", "path": "slurm.key"}],
+                    }
+                },
+                {"secret": {"name": jwt_secret, "items": [{"key": "jwt.key", "path": "jwt.key"}]}},
+            ],
+        },
+    }
+
+
+def _container(
+    cluster: SlurmCluster, name: str, args: Sequence[str], ports: Sequence[tuple[str, int]]
+) -> Manifest:
+    return {
+        "name": name,
+        "image": cluster.spec.image,
+        "args": list(args),
+        "ports": [{"name": p, "containerPort": n, "protocol": "TCP"} for p, n in ports],
+        "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],
+        "readinessProbe": {"tcpSocket": {"port": ports[0][1]}, "periodSeconds": 5}
+        if ports
+        else None,
+    }
+
+
+def controller_service(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(cluster, names.controller, "slurmctld"),
+        "spec": {
+            # Headless: slurmd and clients reach each slurmctld pod by name.
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": labels(cluster, "slurmctld"),
+            "ports": [{"name": "slurmctld", "port": wk.SLURMCTLD_PORT}],
+        },
+    }
+
+
+def controller_statefulset(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    spec = cluster.spec.controller
+    container = _container(cluster, "slurmctld", ["slurmctld"], [("slurmctld", wk.SLURMCTLD_PORT)])
+    container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
+    claim: Manifest = {
+        "metadata": {"name": names.state},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": spec.persistence.size}},
+        },
+    }
+    if spec.persistence.storage_class_name:
+        claim["spec"]["storageClassName"] = spec.persistence.storage_class_name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(cluster, names.controller, "slurmctld"),
+        "spec": {
+            "serviceName": names.controller,
+            "replicas": 2 if spec.backup else 1,
+            "selector": {"matchLabels": labels(cluster, "slurmctld")},
+            "template": {
+                "metadata": {"labels": labels(cluster, "slurmctld")},
+                "spec": {
+                    "containers": [container],
+                    "volumes": [_slurm_etc(cluster)],
+                    "terminationGracePeriodSeconds": 60,
+                },
+            },
+            "volumeClaimTemplates": [claim],
+        },
+    }
+
+
+def restapi_deployment(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    container = _container(
+        cluster, "slurmrestd", ["slurmrestd"], [("slurmrestd", wk.SLURMRESTD_PORT)]
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(cluster, names.restapi, "slurmrestd"),
+        "spec": {
+            "replicas": cluster.spec.rest_api.replicas,
+            "selector": {"matchLabels": labels(cluster, "slurmrestd")},
+            "template": {
+                "metadata": {"labels": labels(cluster, "slurmrestd")},
+                "spec": {"containers": [container], "volumes": [_slurm_etc(cluster)]},
+            },
+        },
+    }
+
+
+def restapi_service(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(cluster, names.restapi, "slurmrestd"),
+        "spec": {
+            "selector": labels(cluster, "slurmrestd"),
+            "ports": [{"name": "http", "port": wk.SLURMRESTD_PORT}],
+        },
+    }
+
+
+def slurmd_pod(
+    cluster: SlurmCluster, node_set: NodeSet, node: str, gpus: int, config_hash: str
+) -> Manifest:
+    """One slurmd on one Kubernetes node, holding all its GPUs (Slurm owns the node)."""
+    names = names_of(cluster)
+    container = _container(
+        cluster,
+        "slurmd",
+        ["slurmd", "-N", node, "--conf-server", f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}"],
+        [("slurmd", wk.SLURMD_PORT)],
+    )
+    if gpus:
+        container["resources"] = {
+            "requests": {wk.RESOURCE_GPU: str(gpus)},
+            "limits": {wk.RESOURCE_GPU: str(gpus)},
+        }
+    # Configless slurmd fetches slurm.conf itself; it needs only the key.
+    container["volumeMounts"] = [
+        {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
+    ]
+    etc = _slurm_etc(cluster)
+    etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
+    meta = _meta(
+        cluster,
+        names.slurmd_pod(node_set.metadata.name, node),
+        "slurmd",
+        **{wk.LABEL_NODESET: node_set.metadata.name, wk.LABEL_NODE: node},
+    )
+    meta["annotations"] = {wk.ANNOTATION_CONFIG_HASH: config_hash}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            # Pinned the way DaemonSet pods are: by affinity, so the scheduler
+            # still checks resources and taints.
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": [node]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "hostname": _short(node),
+            "tolerations": [
+                t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations
+            ],
+            "containers": [container],
+            "volumes": [etc],
+            "restartPolicy": "Always",
+            # slurmd is only ever stopped on an idle, drained node.
+            "terminationGracePeriodSeconds": 30,
+        },
+    }
+
+
+def slurmd_selector(cluster: SlurmCluster, node_set: str) -> str:
+    """The label selector of a NodeSet's slurmd pods (NodeSet status.selector, /scale)."""
+    return f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NODESET}={node_set}"
+
+
+def desired_slurmd_nodes(
+    node_set: NodeSet, members: Sequence[str], unavailable: Mapping[str, str]
+) -> list[str]:
+    """Which member nodes run slurmd: the first `replicas` available ones, in node order.
+
+    `unavailable` maps a node to why it cannot (cordoned, lent to Kueue); such
+    nodes are skipped, not counted.
+    """
+    eligible = [n for n in members if n not in unavailable]
+    replicas = node_set.spec.replicas
+    return eligible if replicas is None else eligible[:replicas]

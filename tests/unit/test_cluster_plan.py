@@ -1,0 +1,114 @@
+"""The reconcile plan: what gets created, drained and deleted, and when nothing may be."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmkube.render.cluster import Observed, PodView, SlurmNodeView, plan_cluster
+from slurmkube.testing.builders import bundle, nvl_fleet
+from slurmkube.topology.fleet import fleet_node
+
+
+def observed(
+    replicas: int | None = None,
+    pods: tuple[str, ...] = (),
+    slurm: dict[str, SlurmNodeView] | None = None,
+    unavailable: dict[str, str] | None = None,
+    extra: dict[str, object] | None = None,
+) -> Observed:
+    b = bundle(block_size=2, extra=extra)
+    if replicas is not None:
+        ns = b.node_sets[0]
+        spec = ns.spec.model_copy(update={"replicas": replicas})
+        b = type(b)(
+            b.cluster.model_copy(
+                update={"metadata": b.cluster.metadata.model_copy(update={"namespace": "slurm"})}
+            ),
+            (ns.model_copy(update={"spec": spec}),),
+        )
+    fleet = [fleet_node(n) for n in nvl_fleet(2, 2)]
+    return Observed(
+        bundle=b,
+        fleet=fleet,
+        pods=[PodView(name=f"gpu-{n}", node=n, node_set="gpu") for n in pods],
+        slurm_nodes=slurm,
+        unavailable=unavailable or {},
+    )
+
+
+def idle(name: str, **kw: object) -> SlurmNodeView:
+    return SlurmNodeView(name=name, busy=False, drain=False, **kw)  # type: ignore[arg-type]
+
+
+def test_one_slurmd_pod_per_selected_node_with_all_its_gpus() -> None:
+    plan = plan_cluster(observed())
+    pods = {p["metadata"]["name"]: p for p in plan.create_pods}
+    assert sorted(pods) == ["gpu-gpu-0001", "gpu-gpu-0002", "gpu-gpu-0003", "gpu-gpu-0004"]
+    container = pods["gpu-gpu-0001"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "4"}
+    assert container["args"][:3] == ["slurmd", "-N", "gpu-0001"]
+    kinds = [o["kind"] for o in plan.objects]
+    assert kinds == ["ConfigMap", "Service", "StatefulSet", "Deployment", "Service"]
+
+
+def test_existing_pods_are_not_created_again() -> None:
+    plan = plan_cluster(observed(pods=("gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004")))
+    assert plan.create_pods == ()
+    assert plan.delete_pods == () and plan.drain == ()
+
+
+NODES = ("gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004")
+
+
+@pytest.mark.parametrize(
+    ("state", "drain", "delete"),
+    [
+        # A job runs on the node leaving the set: drain first, keep the pod.
+        (SlurmNodeView("gpu-0004", busy=True, drain=False), ("gpu-0004",), ()),
+        # Draining, job still running: wait.
+        (SlurmNodeView("gpu-0004", busy=True, drain=True, reason="slurmkube: x"), (), ()),
+        # Drained and idle: now the pod goes.
+        (
+            SlurmNodeView("gpu-0004", busy=False, drain=True, reason="slurmkube: x"),
+            (),
+            ("gpu-gpu-0004",),
+        ),
+        # Idle but not drained: drain first (a job could start meanwhile otherwise).
+        (SlurmNodeView("gpu-0004", busy=False, drain=False), ("gpu-0004",), ()),
+        # Slurm does not reach the node: nothing can run there.
+        (
+            SlurmNodeView("gpu-0004", busy=False, drain=False, responding=False),
+            (),
+            ("gpu-gpu-0004",),
+        ),
+    ],
+)
+def test_scale_in_drains_before_delete(
+    state: SlurmNodeView, drain: tuple[str, ...], delete: tuple[str, ...]
+) -> None:
+    slurm = {n: idle(n) for n in NODES[:3]} | {"gpu-0004": state}
+    plan = plan_cluster(observed(replicas=3, pods=NODES, slurm=slurm))
+    assert plan.drain == drain
+    assert plan.delete_pods == delete
+
+
+def test_no_pod_is_deleted_when_slurm_cannot_be_asked() -> None:
+    plan = plan_cluster(observed(replicas=1, pods=NODES, slurm=None))
+    assert plan.delete_pods == () and plan.drain == ()
+
+
+def test_nodes_lent_to_kueue_get_no_slurmd() -> None:
+    plan = plan_cluster(observed(unavailable={"gpu-0002": "lease"}))
+    names = [p["metadata"]["name"] for p in plan.create_pods]
+    assert "gpu-gpu-0002" not in names and len(names) == 3
+
+
+def test_invalid_spec_plans_nothing_and_says_why() -> None:
+    obs = observed()
+    bad_partitions = [{"name": "gpu", "nodeSets": ["missing"]}]
+    obs = observed(extra={"partitions": bad_partitions})
+    plan = plan_cluster(obs)
+    assert plan.objects == () and plan.create_pods == ()
+    (condition,) = plan.conditions
+    assert condition.type == "ConfigApplied" and not condition.status
+    assert "spec.partitions[0].nodeSets[0]" in condition.message
