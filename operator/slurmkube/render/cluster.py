@@ -113,7 +113,7 @@ def plan_cluster(observed: Observed) -> Plan:
     if cluster.spec.rest_api.replicas:
         objects += [restapi_deployment(cluster), restapi_service(cluster)]
 
-    gpus = {n.name: n.gpus for n in observed.fleet}
+    gpus: dict[str, int] = {n.name: n.gpus for n in observed.fleet}
     desired: dict[str, tuple[str, ...]] = {}
     wanted_pods: dict[str, Manifest] = {}
     for ns in bundle.node_sets:
@@ -127,18 +127,18 @@ def plan_cluster(observed: Observed) -> Plan:
     create = tuple(m for name, m in sorted(wanted_pods.items()) if name not in existing)
     drain: list[str] = []
     delete: list[str] = []
-    for pod in sorted(observed.pods, key=lambda p: p.name):
-        if pod.name in wanted_pods or pod.deleting:
+    for view in sorted(observed.pods, key=lambda p: p.name):
+        if view.name in wanted_pods or view.deleting:
             continue
         if observed.slurm_nodes is None:
             continue  # cannot tell whether a job runs there: keep the pod
-        state = observed.slurm_nodes.get(pod.node)
+        state = observed.slurm_nodes.get(view.node)
         if state is None or not state.responding:
-            delete.append(pod.name)  # Slurm runs nothing on a node it does not reach
+            delete.append(view.name)  # Slurm runs nothing on a node it does not reach
         elif not state.drain:
-            drain.append(pod.node)
+            drain.append(view.node)
         elif not state.busy:
-            delete.append(pod.name)
+            delete.append(view.name)
     return Plan(
         rendered=rendered,
         objects=tuple(objects),
