@@ -39,10 +39,8 @@ def build_fleet(rng: random.Random, nodes: int, gpus: int, per_block: int) -> li
     for i in range(nodes):
         block = i // per_block
         # A third of the blocks untouched; the others partly used, as in a busy fleet.
-        if block % 3 == 0:
-            state = NodeState.IDLE
-        else:
-            state = rng.choices(states, weights=(2, 3, 6, 1))[0]
+        untouched = block % 3 == 0
+        state = NodeState.IDLE if untouched else rng.choices(states, weights=(2, 3, 6, 1))[0]
         fleet.append(
             Node(
                 name=f"gpu-{i:05d}",
@@ -59,8 +57,12 @@ def build_fleet(rng: random.Random, nodes: int, gpus: int, per_block: int) -> li
 def run_placement(seed: int, decisions: int, fleet_name: str) -> dict[str, float | int | str]:
     rng = random.Random(seed)
     nodes, gpus, per_block = FLEETS[fleet_name]
-    snapshot = Snapshot.of(build_fleet(rng, nodes, gpus, per_block))
+    fleet = build_fleet(rng, nodes, gpus, per_block)
+    start = time.perf_counter()
+    snapshot = Snapshot.of(fleet)
+    build_ms = (time.perf_counter() - start) * 1000.0
     times: list[float] = []
+    reserve_times: list[float] = []
     extra_spans = placed = waited = 0
     for i in range(decisions):
         size = rng.choice(GANG_NODES)
@@ -80,7 +82,9 @@ def run_placement(seed: int, decisions: int, fleet_name: str) -> dict[str, float
             continue
         placed += 1
         extra_spans += len(decision.blocks) > _needed_blocks(snapshot, request, decision)
+        start = time.perf_counter()
         snapshot = snapshot.reserve(decision)
+        reserve_times.append((time.perf_counter() - start) * 1000.0)
         # Keep the fleet from filling up: every few decisions a lease ends.
         if i % 4 == 3:
             snapshot = snapshot.with_nodes(
@@ -101,6 +105,8 @@ def run_placement(seed: int, decisions: int, fleet_name: str) -> dict[str, float
         "placement_ms_p50_10k_nodes": round(statistics.median(times), 3),
         "placement_ms_p95_10k_nodes": round(times[int(0.95 * (len(times) - 1))], 3),
         "placement_ms_max_10k_nodes": round(times[-1], 3),
+        "snapshot_build_ms_10k_nodes": round(build_ms, 1),
+        "reserve_ms_p50_10k_nodes": round(statistics.median(reserve_times), 3),
     }
 
 

@@ -21,7 +21,7 @@ from slurmkube.placement import (
     place,
 )
 
-F, I, B, L, U = (
+F, I, B, L, U = (  # noqa: E741 - one letter per state, as in the fleet strings
     NodeState.FREE,
     NodeState.IDLE,
     NodeState.BUSY,
@@ -101,7 +101,9 @@ CASES = {
     "more gpus per node than any node can never fit": Case(
         ("FFFF",), gang(1, gpus=16), Verdict.CAN_NEVER_FIT
     ),
-    "lent and unavailable nodes wait, not never": Case(("LLUF",), gang(2), Verdict.DOES_NOT_FIT_NOW),
+    "lent and unavailable nodes wait, not never": Case(
+        ("LLUF",), gang(2), Verdict.DOES_NOT_FIT_NOW
+    ),
     "empty request can never fit": Case(("FFFF",), gang(0), Verdict.CAN_NEVER_FIT),
 }
 
@@ -119,7 +121,7 @@ def test_placement_table(case: Case) -> None:
 
 
 def test_gang_never_uses_nodes_with_too_few_gpus() -> None:
-    fleet = make_fleet("FFFF") + [Node("big", "b9", 16, F), Node("big2", "b9", 16, F)]
+    fleet = [*make_fleet("FFFF"), Node("big", "b9", 16, F), Node("big2", "b9", 16, F)]
     decision = place(Snapshot.of(fleet), gang(2, gpus=12))
     assert decision.placed and set(decision.nodes) == {"big", "big2"}
 
@@ -158,7 +160,14 @@ def test_duplicate_node_names_are_rejected() -> None:
 
 @pytest.mark.parametrize(
     ("counts", "nodes", "expected"),
-    [([4, 4, 2], 11, None), ([4, 4, 2], 9, 3), ([4, 4, 2], 8, 2), ([1, 1, 1], 3, 3), ([], 1, None), ([5], 0, 0)],
+    [
+        ([4, 4, 2], 11, None),
+        ([4, 4, 2], 9, 3),
+        ([4, 4, 2], 8, 2),
+        ([1, 1, 1], 3, 3),
+        ([], 1, None),
+        ([5], 0, 0),
+    ],
 )
 def test_min_blocks_needed(counts: list[int], nodes: int, expected: int | None) -> None:
     assert min_blocks_needed(counts, nodes) == expected
@@ -244,9 +253,7 @@ def test_never_spans_more_blocks_than_needed(nodes: list[Node], request: GangReq
 
 @settings(max_examples=100, deadline=None)
 @given(fleets(), st.lists(requests, min_size=1, max_size=5))
-def test_sequential_reservations_are_disjoint(
-    nodes: list[Node], batch: list[GangRequest]
-) -> None:
+def test_sequential_reservations_are_disjoint(nodes: list[Node], batch: list[GangRequest]) -> None:
     snapshot = Snapshot.of(nodes)
     taken: set[str] = set()
     for request in batch:

@@ -1,0 +1,33 @@
+"""Trace-driven discrete-event simulator of one GPU fleet shared by Slurm and Kubernetes.
+
+Issue 9: shows, on realistic traces, what slurmkube's sharing buys over a
+static split, measured with `slurmkube.goodput` and placing lent nodes with
+`slurmkube.placement`, the same code the operator runs. Layers: `fleet`,
+`workload` and `alibaba` (inputs), `policy`, `engine` (one run), `scenario`
+(the comparison), `report` and `cli` (the only I/O besides the trace loader).
+"""
+
+from slurmkube.sim.engine import FailureModel, SimOutcome, simulate
+from slurmkube.sim.fleet import REFERENCE_FLEET, FleetSpec
+from slurmkube.sim.policy import Policy, Sharing, StaticSplit, UpperBound
+from slurmkube.sim.scenario import SCENARIOS, Comparison, Scenario, build_workload, compare
+from slurmkube.sim.workload import SimJob, SlurmWorkloadModel
+
+__all__ = [
+    "REFERENCE_FLEET",
+    "SCENARIOS",
+    "Comparison",
+    "FailureModel",
+    "FleetSpec",
+    "Policy",
+    "Scenario",
+    "Sharing",
+    "SimJob",
+    "SimOutcome",
+    "SlurmWorkloadModel",
+    "StaticSplit",
+    "UpperBound",
+    "build_workload",
+    "compare",
+    "simulate",
+]
