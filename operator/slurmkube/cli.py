@@ -129,6 +129,30 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    import kopf
+
+    import slurmkube.controllers.handlers  # noqa: F401  (registers the handlers)
+
+    logging.basicConfig(
+        level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    namespaces: list[str] = [] if args.all_namespaces else [str(args.namespace)]
+    asyncio.run(
+        kopf.operator(
+            namespaces=namespaces,
+            clusterwide=bool(args.all_namespaces),
+            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz",
+            standalone=True,
+        )
+    )
+    return 0
+
+
 def _version(_: argparse.Namespace) -> int:
     import kopf
     import pydantic
@@ -167,6 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crds", help="write the CRDs generated from the API models")
     crd.add_argument("--out", default="crds", help="directory (default: crds)")
     crd.set_defaults(func=_crds)
+
+    operator = sub.add_parser("operator", help="run the operator (kopf)")
+    scope = operator.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace", default=os.environ.get("SLURMKUBE_WATCH_NAMESPACE", "default")
+    )
+    scope.add_argument("--all-namespaces", action="store_true")
+    operator.add_argument("--health-port", type=int, default=8080)
+    operator.set_defaults(func=_operator)
 
     version = sub.add_parser("version", help="print versions")
     version.set_defaults(func=_version)

@@ -1,0 +1,1 @@
+"""kopf handlers: each observes, calls a pure planner, applies. No policy here."""

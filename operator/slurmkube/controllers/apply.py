@@ -1,0 +1,169 @@
+"""Apply a plan: server-side apply, drain, delete, reconfigure; then write status."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import Counter
+from typing import Any
+
+from slurmkube.api import well_known as wk
+from slurmkube.controllers.observe import API, Snapshot
+from slurmkube.kube.client import Kube
+from slurmkube.render.cluster import Condition, Plan, undrain_candidates
+from slurmkube.render.kubernetes import slurmd_selector
+from slurmkube.slurm.drain import drain, resume_if_ours
+from slurmkube.slurm.errors import SlurmError
+
+log = logging.getLogger(__name__)
+
+
+def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
+    """Every step is idempotent: a crash anywhere is finished by the next reconcile."""
+    cluster_obj = snap.cluster_obj
+    namespace = cluster_obj["metadata"]["namespace"]
+    conditions = list(plan.conditions)
+    if plan.rendered is None:
+        kube.event(cluster_obj, "InvalidSpec", plan.conditions[0].message, warning=True)
+        return conditions
+    for obj in plan.objects:
+        kube.apply(obj, owner=cluster_obj)
+    for pod in plan.create_pods:
+        owner = snap.node_set_objs[pod["metadata"]["labels"][wk.LABEL_NODESET]]
+        kube.apply(pod, owner=owner)
+        log.info("slurmd pod created pod=%s", pod["metadata"]["name"])
+    slurm = snap.slurm
+    slurm_ok = snap.observed.slurm_nodes is not None and slurm is not None
+    if slurm_ok and slurm is not None:
+        for node in plan.drain:
+            try:
+                drain(slurm, node, "slurmd pod removal")
+                kube.event(cluster_obj, "Draining", f"draining {node} before its slurmd pod goes")
+            except SlurmError as err:
+                log.warning("drain failed node=%s error=%s", node, err)
+        assert snap.observed.slurm_nodes is not None
+        for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
+            if node not in plan.drain:
+                resume_if_ours(slurm, node)
+    for name in plan.delete_pods:
+        kube.delete("v1", "Pod", name, namespace)
+        kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
+    conditions += _reconfigure(kube, snap, plan)
+    conditions.append(
+        Condition(
+            "SlurmReachable",
+            slurm_ok,
+            "Reachable" if slurm_ok else "Unreachable",
+            "slurmrestd answered" if slurm_ok else snap.slurm_error,
+        )
+    )
+    return conditions
+
+
+def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
+    """`scontrol reconfigure` (through slurmrestd) when the config hash changed; never a restart."""
+    assert plan.rendered is not None
+    status = snap.cluster_obj.get("status") or {}
+    wanted = plan.rendered.hash
+    if status.get("configHash") == wanted:
+        return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
+    if snap.slurm is None or snap.observed.slurm_nodes is None:
+        return [
+            Condition(
+                "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
+            )
+        ]
+    try:
+        snap.slurm.reconfigure()
+    except SlurmError as err:
+        return [Condition("ConfigApplied", False, "ReconfigureFailed", str(err))]
+    kube.event(snap.cluster_obj, "Reconfigured", f"scontrol reconfigure for config {wanted[:12]}")
+    return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
+
+
+def _conditions(
+    previous: list[dict[str, Any]], conditions: list[Condition], generation: int | None
+) -> list[dict[str, Any]]:
+    """metav1.Conditions; lastTransitionTime moves only when the status flips."""
+    old = {c["type"]: c for c in previous}
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = []
+    for c in conditions:
+        status = "True" if c.status else "False"
+        before = old.get(c.type) or {}
+        changed = before.get("status") != status
+        out.append(
+            {
+                "type": c.type,
+                "status": status,
+                "reason": c.reason,
+                "message": c.message[:1024],
+                "lastTransitionTime": now if changed else before.get("lastTransitionTime") or now,
+                "observedGeneration": generation,
+            }
+        )
+    return out
+
+
+def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condition]) -> None:
+    cluster_obj = snap.cluster_obj
+    meta = cluster_obj["metadata"]
+    slurm_nodes = snap.observed.slurm_nodes or {}
+    states: Counter[str] = Counter()
+    for view in slurm_nodes.values():
+        states["drain" if view.drain else "allocated" if view.busy else "idle"] += 1
+    all_members = {n for nodes in plan.desired.values() for n in nodes}
+    ready = all(c.status for c in conditions if c.type in ("ConfigApplied", "SlurmReachable"))
+    degraded = [c for c in conditions if not c.status]
+    conditions = [
+        *conditions,
+        Condition(
+            "Ready",
+            ready,
+            "Ready" if ready else "NotReady",
+            "; ".join(f"{c.type}: {c.message}" for c in degraded) or "all good",
+        ),
+        Condition(
+            "Degraded",
+            bool(degraded),
+            "Degraded" if degraded else "Healthy",
+            ", ".join(c.type for c in degraded),
+        ),
+    ]
+    status = {
+        "observedGeneration": meta.get("generation"),
+        "conditions": _conditions(
+            (cluster_obj.get("status") or {}).get("conditions") or [],
+            conditions,
+            meta.get("generation"),
+        ),
+        "nodes": {
+            "total": len(all_members),
+            "idle": states["idle"],
+            "allocated": states["allocated"],
+            "drain": states["drain"],
+        },
+    }
+    if plan.rendered is not None and any(
+        c.type == "ConfigApplied" and c.status for c in conditions
+    ):
+        status["configHash"] = plan.rendered.hash
+    kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
+    pods_by_set = Counter(p.node_set for p in snap.observed.pods if not p.deleting)
+    ready_by_set = Counter(p.node_set for p in snap.observed.pods if p.ready)
+    for name, obj in snap.node_set_objs.items():
+        created = sum(
+            1 for p in plan.create_pods if p["metadata"]["labels"][wk.LABEL_NODESET] == name
+        )
+        kube.patch_status(
+            API,
+            "NodeSet",
+            name,
+            meta["namespace"],
+            {
+                "observedGeneration": obj["metadata"].get("generation"),
+                "replicas": pods_by_set[name] + created,
+                "readyReplicas": ready_by_set[name],
+                "selector": slurmd_selector(snap.observed.bundle.cluster, name),
+            },
+        )

@@ -1,0 +1,134 @@
+"""kopf wiring: events mark clusters dirty, a per-cluster timer reconciles (debounced).
+
+Handlers never branch on create vs update: any event on a SlurmCluster, one
+of its NodeSets or any Node marks the cluster dirty; a 1 s timer per cluster
+runs the whole observe -> plan -> apply when dirty, and every 30 s anyway to
+catch drift. Many label changes inside one second cost one reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from slurmkube.api import well_known as wk
+from slurmkube.controllers.apply import apply_plan, write_status
+from slurmkube.controllers.observe import observe
+from slurmkube.kube.client import Kube, load_config
+from slurmkube.kube.lease import LeaderLease
+from slurmkube.render.cluster import plan_cluster
+
+log = logging.getLogger(__name__)
+GROUP, VERSION = wk.GROUP, "v1alpha1"
+RESYNC_SECONDS = 30.0
+
+
+@dataclass
+class _OperatorState:
+    kube: Kube | None = None
+    lease: LeaderLease | None = None
+    # Clusters with an event since their last reconcile.
+    dirty: set[tuple[str, str]] = field(default_factory=set)
+    last: dict[tuple[str, str], float] = field(default_factory=dict)
+    locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+
+
+State = _OperatorState()
+
+
+def _kube() -> Kube:
+    assert State.kube is not None, "operator not started"
+    return State.kube
+
+
+@kopf.on.startup()
+def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = wk.FINALIZER
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    api = load_config(os.environ.get("KUBECONFIG"))
+    State.kube = Kube(api)
+    namespace = os.environ.get("SLURMKUBE_OPERATOR_NAMESPACE", "default")
+    identity = f"{socket.gethostname()}-{os.getpid()}"
+    State.lease = LeaderLease(api, namespace, identity)
+    State.lease.start()
+
+
+@kopf.on.cleanup()
+def cleanup(**_: Any) -> None:
+    if State.lease is not None:
+        State.lease.stop()
+
+
+@kopf.on.event(GROUP, VERSION, "slurmclusters")
+def cluster_event(namespace: str | None, name: str, **_: Any) -> None:
+    State.dirty.add((namespace or "default", name))
+
+
+@kopf.on.event(GROUP, VERSION, "nodesets")
+def node_set_event(namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
+    if spec.get("clusterRef"):
+        State.dirty.add((namespace or "default", str(spec["clusterRef"])))
+
+
+@kopf.on.delete(GROUP, VERSION, "nodesets")
+def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> None:
+    """Hold the NodeSet until its slurmd pods are gone (each drained first)."""
+    namespace = namespace or "default"
+    State.dirty.add((namespace, str(spec.get("clusterRef", ""))))
+    selector = f"{wk.LABEL_NODESET}={name},{wk.LABEL_NAME}=slurmd"
+    left = _kube().list("v1", "Pod", namespace, selector)
+    if left:
+        raise kopf.TemporaryError(f"{len(left)} slurmd pods still draining", delay=5)
+
+
+@kopf.on.event("", "v1", "nodes")
+def node_event(**_: Any) -> None:
+    # Any node change may move a node between NodeSets, blocks or switches.
+    for key in list(State.last):
+        State.dirty.add(key)
+
+
+@kopf.timer(GROUP, VERSION, "slurmclusters", interval=1.0, sharp=False)
+async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
+    key = (namespace or "default", name)
+    State.last.setdefault(key, 0.0)
+    due = time.monotonic() - State.last[key] > RESYNC_SECONDS
+    if key not in State.dirty and not due:
+        return
+    if State.lease is None or not State.lease.is_leader:
+        return
+    lock = State.locks.setdefault(key, asyncio.Lock())
+    if lock.locked():
+        return
+    async with lock:
+        State.dirty.discard(key)
+        State.last[key] = time.monotonic()
+        await asyncio.to_thread(reconcile, *key)
+
+
+def reconcile(namespace: str, name: str) -> None:
+    kube = _kube()
+    started = time.monotonic()
+    snap = observe(kube, namespace, name)
+    if snap is None:
+        return
+    plan = plan_cluster(snap.observed)
+    conditions = apply_plan(kube, snap, plan)
+    write_status(kube, snap, plan, conditions)
+    log.info(
+        "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
+        namespace,
+        name,
+        len(plan.create_pods),
+        len(plan.drain),
+        len(plan.delete_pods),
+        time.monotonic() - started,
+    )

@@ -1,0 +1,191 @@
+"""Observe: read a SlurmCluster's world from Kubernetes and Slurm into a frozen snapshot."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.documents import ClusterBundle
+from slurmkube.api.grammar import InvalidValue
+from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
+from slurmkube.kube.client import Kube, Manifest
+from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
+from slurmkube.render.kubernetes import auth_secret, names_of
+from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.models import Node
+from slurmkube.slurm.rest import RestClient
+from slurmkube.topology.fleet import FleetNode, fleet_node
+
+log = logging.getLogger(__name__)
+API = wk.API_VERSION
+_BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}
+
+
+@dataclass
+class FleetCache:
+    """Node -> FleetNode, converted once per resourceVersion (render reads the cache)."""
+
+    entries: dict[str, tuple[str, FleetNode | None]]
+
+    def convert(self, raw: Manifest) -> FleetNode | None:
+        meta = raw["metadata"]
+        version = meta.get("resourceVersion", "")
+        cached = self.entries.get(meta["name"])
+        if cached and cached[0] == version:
+            return cached[1]
+        try:
+            node: FleetNode | None = fleet_node(KubeNode.model_validate(raw))
+        except (ValidationError, InvalidValue) as err:
+            log.warning("node skipped node=%s error=%s", meta["name"], err)
+            node = None
+        self.entries[meta["name"]] = (version, node)
+        return node
+
+
+FLEET = FleetCache({})
+
+
+def slurm_view(node: Node) -> SlurmNodeView:
+    # A CLOUD node whose slurmd never registered is POWERED_DOWN ("idle~").
+    responding = not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & node.state)
+    return SlurmNodeView(
+        name=node.name,
+        busy=bool(_BUSY & node.state),
+        drain=node.drain,
+        reason=node.reason,
+        responding=responding,
+    )
+
+
+def slurm_client(kube: Kube, cluster: SlurmCluster) -> RestClient | None:
+    """slurmrestd of this cluster, with a JWT minted from the cluster's key."""
+    names = names_of(cluster)
+    namespace = cluster.metadata.namespace or "default"
+    secret = cluster.spec.auth.jwt_key_secret or names.auth
+    key = kube.secret_value(namespace, secret, "jwt.key")
+    if not key or not cluster.spec.rest_api.replicas:
+        return None
+    url = os.environ.get("SLURMKUBE_SLURMRESTD_URL") or _restapi_url(kube, cluster)
+    return RestClient(url, jwt_key=key, user="slurm", timeout=5.0, attempts=2)
+
+
+def _restapi_url(kube: Kube, cluster: SlurmCluster) -> str:
+    names = names_of(cluster)
+    namespace = cluster.metadata.namespace or "default"
+    if os.environ.get("SLURMKUBE_POD_IP_ENDPOINTS"):
+        # The operator runs outside the pod network's DNS (local e2e): use a pod IP.
+        selector = f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NAME}=slurmrestd"
+        for pod in kube.list("v1", "Pod", namespace, selector):
+            ip = (pod.get("status") or {}).get("podIP")
+            if ip:
+                return f"http://{ip}:{wk.SLURMRESTD_PORT}"
+    return f"http://{names.restapi}.{namespace}.svc:{wk.SLURMRESTD_PORT}"
+
+
+def ensure_auth(kube: Kube, cluster_obj: Manifest, cluster: SlurmCluster) -> None:
+    """Generate slurm.key (1 KiB) and jwt.key (32 bytes) once, unless the spec references keys."""
+    if cluster.spec.auth.slurm_key_secret and cluster.spec.auth.jwt_key_secret:
+        return
+    names = names_of(cluster)
+    if kube.secret_value(cluster.metadata.namespace or "default", names.auth, "slurm.key"):
+        return
+    secret = auth_secret(
+        cluster,
+        base64.b64encode(secrets.token_bytes(1024)).decode(),
+        base64.b64encode(secrets.token_bytes(32)).decode(),
+    )
+    if kube.create_if_absent(secret, owner=cluster_obj):
+        kube.event(cluster_obj, "KeysGenerated", f"generated Secret {names.auth}")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cluster_obj: Manifest
+    node_set_objs: dict[str, Manifest]
+    observed: Observed
+    slurm: RestClient | None
+    slurm_error: str
+
+
+def _node_set(raw: Manifest) -> NodeSet:
+    node_set = NodeSet.model_validate(
+        {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    )
+    if raw["metadata"].get("deletionTimestamp"):
+        # Leaving: its slurmd pods are drained and removed like a scale to zero.
+        node_set = node_set.model_copy(
+            update={"spec": node_set.spec.model_copy(update={"replicas": 0})}
+        )
+    return node_set
+
+
+def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
+    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
+    if cluster_obj is None:
+        return None
+    cluster = SlurmCluster.model_validate(
+        {k: cluster_obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    )
+    node_set_objs = {
+        ns["metadata"]["name"]: ns
+        for ns in kube.list(API, "NodeSet", namespace)
+        if ns.get("spec", {}).get("clusterRef") == name
+    }
+    bundle = ClusterBundle(
+        cluster, tuple(_node_set(node_set_objs[n]) for n in sorted(node_set_objs))
+    )
+    raw_nodes = kube.list("v1", "Node", None)
+    fleet = [n for n in (FLEET.convert(raw) for raw in raw_nodes) if n is not None]
+    unavailable: dict[str, str] = {}
+    for raw in raw_nodes:
+        labels = raw["metadata"].get("labels") or {}
+        if wk.LABEL_LEASE in labels:
+            unavailable[raw["metadata"]["name"]] = (
+                f"lent to Kueue workload {labels[wk.LABEL_LEASE]}"
+            )
+        elif (raw.get("spec") or {}).get("unschedulable"):
+            unavailable[raw["metadata"]["name"]] = "cordoned"
+    selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
+    pods = [_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector)]
+    ensure_auth(kube, cluster_obj, cluster)
+    slurm = slurm_client(kube, cluster)
+    slurm_nodes: dict[str, SlurmNodeView] | None = None
+    error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
+    if slurm is not None:
+        try:
+            slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
+        except SlurmError as err:
+            error = str(err)
+    return Snapshot(
+        cluster_obj=cluster_obj,
+        node_set_objs=node_set_objs,
+        observed=Observed(
+            bundle=bundle,
+            fleet=fleet,
+            pods=pods,
+            slurm_nodes=slurm_nodes,
+            unavailable=unavailable,
+        ),
+        slurm=slurm,
+        slurm_error=error,
+    )
+
+
+def _pod_view(pod: dict[str, Any]) -> PodView:
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return PodView(
+        name=meta["name"],
+        node=labels.get(wk.LABEL_NODE, ""),
+        node_set=labels.get(wk.LABEL_NODESET, ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+    )

@@ -1,0 +1,149 @@
+"""One small synchronous client over the official `kubernetes` package.
+
+Controllers call it from threads (`asyncio.to_thread`), so kopf's event loop
+never blocks on the API server.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
+
+from slurmkube.api import well_known as wk
+
+Manifest = dict[str, Any]
+
+
+def load_config(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """In-cluster credentials in a pod, else the kubeconfig (KUBECONFIG or the given path)."""
+    if kubeconfig is None:
+        with contextlib.suppress(k8s_config.ConfigException):
+            k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return k8s.ApiClient()
+    k8s_config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    return k8s.ApiClient()
+
+
+class Kube:
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
+        self.core = k8s.CoreV1Api(api)
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def apply(self, manifest: Manifest, owner: Manifest | None = None) -> Manifest:
+        """Server-side apply with our field manager; owner gets an ownerReference."""
+        body = dict(manifest)
+        if owner is not None:
+            meta = dict(body["metadata"])
+            meta["ownerReferences"] = [owner_reference(owner)]
+            body["metadata"] = meta
+        result = self._resource(body["apiVersion"], body["kind"]).server_side_apply(
+            body=body,
+            name=body["metadata"]["name"],
+            namespace=body["metadata"].get("namespace"),
+            field_manager=wk.FIELD_MANAGER,
+            force_conflicts=True,
+        )
+        return dict(result.to_dict())
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None) -> Manifest | None:
+        try:
+            return dict(
+                self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+            )
+        except NotFoundError:
+            return None
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str = ""
+    ) -> list[Manifest]:
+        result = self._resource(api_version, kind).get(
+            namespace=namespace, label_selector=label_selector or None
+        )
+        return [dict(item) for item in result.to_dict()["items"]]
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._resource(api_version, kind).delete(name=name, namespace=namespace)
+
+    def create_if_absent(self, manifest: Manifest, owner: Manifest | None = None) -> bool:
+        """Create, or leave an existing object alone (generated keys are made once)."""
+        body = dict(manifest)
+        if owner is not None:
+            body["metadata"] = {**body["metadata"], "ownerReferences": [owner_reference(owner)]}
+        try:
+            self._resource(body["apiVersion"], body["kind"]).create(
+                body=body, namespace=body["metadata"].get("namespace")
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def patch_status(
+        self, api_version: str, kind: str, name: str, namespace: str, status: Manifest
+    ) -> None:
+        resource = self._resource(api_version, kind).subresources["status"]
+        resource.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )
+
+    def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except k8s.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        data = (secret.data or {}).get(key)
+        return base64.b64decode(data) if data else None
+
+    def event(self, involved: Manifest, reason: str, message: str, warning: bool = False) -> None:
+        """A core/v1 Event on an object (what `kubectl describe` shows)."""
+        meta = involved["metadata"]
+        now = dt.datetime.now(dt.UTC)
+        body = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(
+                generate_name=f"{meta['name']}.", namespace=meta.get("namespace") or "default"
+            ),
+            involved_object=k8s.V1ObjectReference(
+                api_version=involved.get("apiVersion"),
+                kind=involved.get("kind"),
+                name=meta["name"],
+                namespace=meta.get("namespace"),
+                uid=meta.get("uid"),
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            source=k8s.V1EventSource(component=wk.FIELD_MANAGER),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        with contextlib.suppress(k8s.ApiException):
+            self.core.create_namespaced_event(meta.get("namespace") or "default", body)
+
+
+def owner_reference(owner: Manifest) -> Manifest:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
