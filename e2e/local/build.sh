@@ -12,7 +12,7 @@ source "$here/versions.env"
 cache=${SLURMKUBE_CACHE:-$HOME/.cache/slurmkube}
 mkdir -p "$cache/bin" "$cache/tools"
 
-hash=$(cd "$here" && cat go.mod go.sum versions.env $(find cmd -name '*.go' | sort) | sha256sum | cut -c1-12)
+hash=$(cd "$here" && { cat go.mod go.sum $(find cmd -name '*.go' | sort); grep -E '^(K8S|ETCD)_VERSION=' versions.env; } | sha256sum | cut -c1-12)
 dir="$cache/tools/slurmkube-k8s-$K8S_VERSION-$hash"
 if [[ ! -x "$dir/slurmkube-k8s" ]]; then
   echo "building slurmkube-k8s (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION); takes a while on a cold cache"

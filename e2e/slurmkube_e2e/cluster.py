@@ -23,9 +23,10 @@ from pathlib import Path
 
 import yaml
 
-from slurmkube_e2e import fleet, kueue, processes
+from slurmkube_e2e import fleet, kueue, kwok, processes
+from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError, apply, kubectl
-from slurmkube_e2e.layout import LOOPBACK, Layout, read_versions
+from slurmkube_e2e.layout import LOOPBACK, Layout, go_module_dir, read_versions
 
 KUEUE_FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset")
 COMPONENTS_GROUP = "slurmkube:components"
@@ -45,10 +46,7 @@ class Component:
 
 
 def _go_mod_dir(module: str, version: str) -> Path:
-    gomodcache = subprocess.run(
-        ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    path = Path(gomodcache) / f"{module}@{version}"
+    path = go_module_dir(module, version)
     if not path.is_dir():
         raise ClusterError(
             f"{module}@{version} is not in the Go module cache ({path}); run `make cluster-build`"
@@ -95,7 +93,9 @@ class LocalCluster:
 
     # -- processes -------------------------------------------------------------
 
-    def _proc(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> processes.Process:
+    def _proc(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> processes.Process:
         return processes.Process(
             name=name,
             argv=tuple(argv),
@@ -108,7 +108,6 @@ class LocalCluster:
         """All components in start order."""
         lay, ports, pki = self.layout, self.layout.ports, self.layout.pki
         k8s = str(lay.k8s_binary)
-        api = lay.apiserver_url
 
         def kubeconfig_flags(name: str) -> list[str]:
             path = lay.component_kubeconfig(name)
@@ -182,7 +181,7 @@ class LocalCluster:
                 "--profiling=false",
             ],
         )
-        kwok = self._proc(
+        kwok_proc = self._proc(
             "kwok",
             [
                 str(lay.bin / "kwok"),
@@ -210,19 +209,30 @@ class LocalCluster:
         )
         base = f"https://{LOOPBACK}"
         return [
-            Component(etcd, lambda: _http_json_ok(f"http://{LOOPBACK}:{ports.etcd_client}/health"),
-                      ports.etcd_client),
+            Component(
+                etcd,
+                lambda: _http_json_ok(f"http://{LOOPBACK}:{ports.etcd_client}/health"),
+                ports.etcd_client,
+            ),
             Component(apiserver, lambda: self._api_ok("/readyz"), ports.apiserver),
-            Component(controller_manager,
-                      lambda: _https_ok(f"{base}:{ports.controller_manager}/healthz", self._selfsigned),
-                      ports.controller_manager),
-            Component(scheduler,
-                      lambda: _https_ok(f"{base}:{ports.scheduler}/healthz", self._selfsigned),
-                      ports.scheduler),
-            Component(kwok, lambda: _http_ok(f"http://{LOOPBACK}:{ports.kwok}/healthz"), ports.kwok),
-            Component(kueue_proc,
-                      lambda: _http_ok(f"http://{LOOPBACK}:{ports.kueue_health}/readyz"),
-                      ports.kueue_webhook),
+            Component(
+                controller_manager,
+                lambda: _https_ok(f"{base}:{ports.controller_manager}/healthz", self._selfsigned),
+                ports.controller_manager,
+            ),
+            Component(
+                scheduler,
+                lambda: _https_ok(f"{base}:{ports.scheduler}/healthz", self._selfsigned),
+                ports.scheduler,
+            ),
+            Component(
+                kwok_proc, lambda: _http_ok(f"http://{LOOPBACK}:{ports.kwok}/healthz"), ports.kwok
+            ),
+            Component(
+                kueue_proc,
+                lambda: _http_ok(f"http://{LOOPBACK}:{ports.kueue_health}/readyz"),
+                ports.kueue_webhook,
+            ),
         ]
 
     def _api_ok(self, path: str) -> bool:
@@ -250,19 +260,27 @@ class LocalCluster:
         self._write_kueue_config()
         self._ensure(by_name["kueue"], timeout)
         self._wait_for_kueue_webhooks(timeout)
-        names = apply_fleet(self.layout, spec)
-        wait_nodes_ready(self.layout, names, timeout)
-        print(f"fleet {spec.name}: {len(names)} Ready kwok nodes "
-              f"({spec.nvl_domains} NVLink domains x {spec.nodes_per_domain} nodes x {spec.gpus} GPUs)")
-        print(f"cluster up in {time.monotonic() - started:.1f}s; "
-              f"export KUBECONFIG={self.layout.kubeconfig}")
+        names = apply_fleet(self.layout.kubeconfig, spec)
+        wait_nodes_ready(self.layout.kubeconfig, names, timeout)
+        print(
+            f"fleet {spec.name}: {len(names)} Ready kwok nodes "
+            f"({spec.nvl_domains} NVLink domains x {spec.nodes_per_domain} nodes"
+            f" x {spec.gpus} GPUs)"
+        )
+        print(
+            f"cluster up in {time.monotonic() - started:.1f}s; "
+            f"export KUBECONFIG={self.layout.kubeconfig}"
+        )
         self.print_versions()
 
     def _check_binaries(self) -> None:
         missing = [
             str(p)
-            for p in (self.layout.k8s_binary, self.layout.kubectl,
-                      *(self.layout.bin / t for t in ("kwok", "kueue", "helm")))
+            for p in (
+                self.layout.k8s_binary,
+                self.layout.kubectl,
+                *(self.layout.bin / t for t in ("kwok", "kueue", "helm")),
+            )
             if not p.exists()
         ]
         if missing:
@@ -270,32 +288,29 @@ class LocalCluster:
 
     def _write_pki(self) -> None:
         subprocess.run(
-            [str(self.layout.k8s_binary), "pki", f"--dir={self.layout.pki}",
-             f"--server={self.layout.apiserver_url}"],
+            [
+                str(self.layout.k8s_binary),
+                "pki",
+                f"--dir={self.layout.pki}",
+                f"--server={self.layout.apiserver_url}",
+            ],
             check=True,
         )
         shutil.copyfile(self.layout.component_kubeconfig("admin"), self.layout.kubeconfig)
         self.layout.kubeconfig.chmod(0o600)
-        # controller-runtime's webhook server wants tls.crt/tls.key in one folder.
+        # Kueue's webhook server reads tls.crt/tls.key from one folder, where
+        # a pod would have its Secret mounted; we put the same files there.
         certs = self.layout.pki / "kueue-webhook"
         certs.mkdir(exist_ok=True)
-        shutil.copyfile(self.layout.pki / "webhook.crt", certs / "tls.crt")
-        shutil.copyfile(self.layout.pki / "webhook.key", certs / "tls.key")
+        shutil.copyfile(self.layout.pki / "kueue-webhook.crt", certs / "tls.crt")
+        shutil.copyfile(self.layout.pki / "kueue-webhook.key", certs / "tls.key")
 
     def _write_kwok_config(self) -> None:
-        """kwok's Stages (node Ready + heartbeat with leases, pod Ready/Complete/Delete),
-        taken from kwok's module: what `kwokctl` feeds the same binary."""
-        stages = _go_mod_dir("sigs.k8s.io/kwok", self.versions["KWOK_VERSION"]) / "kustomize/stage"
-        files = [
-            stages / "node/fast/node-initialize.yaml",
-            stages / "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-            stages / "pod/fast/pod-ready.yaml",
-            stages / "pod/fast/pod-complete.yaml",
-            stages / "pod/fast/pod-delete.yaml",
-        ]
+        module = _go_mod_dir("sigs.k8s.io/kwok", self.versions["KWOK_VERSION"])
         self.layout.config.mkdir(parents=True, exist_ok=True)
-        text = "\n---\n".join(f.read_text().strip() for f in files) + "\n"
-        (self.layout.config / "kwok.yaml").write_text(text)
+        (self.layout.config / "kwok.yaml").write_text(
+            kwok.render_stages(module / "kustomize/stage")
+        )
 
     def _write_kueue_config(self) -> None:
         ports = self.layout.ports
@@ -322,7 +337,9 @@ class LocalCluster:
         pid = processes.start(proc)
         deadline = time.monotonic() + timeout
         while not comp.ready():
-            if processes.running_pid(proc) is None:
+            # By PID, not by running_pid(): right after fork the child's cmdline
+            # is still ours until it execs.
+            if not processes.alive(pid):
                 raise ClusterError(
                     f"{proc.name} exited; last lines of {proc.log_file}:\n"
                     + processes.tail(proc.log_file)
@@ -362,15 +379,19 @@ class LocalCluster:
                         }
                     ],
                 },
-                {"apiVersion": "v1", "kind": "Namespace",
-                 "metadata": {"name": kueue.KUEUE_NAMESPACE}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": kueue.KUEUE_NAMESPACE},
+                },
             ],
         )
 
     def _install_kueue_manifests(self) -> None:
         kueue_dir = _go_mod_dir("sigs.k8s.io/kueue", self.versions["KUEUE_VERSION"])
         jobset_dir = _go_mod_dir("sigs.k8s.io/jobset", self.versions["JOBSET_VERSION"])
-        ca = (self.layout.pki / "ca.crt").read_bytes()
+        pki = self.layout.pki
+        ca = (pki / "kueue-ca.crt").read_bytes()
         base = f"https://{LOOPBACK}:{self.layout.ports.kueue_webhook}"
         crds = kueue.render_crds(kueue_dir / "config/components/crd", base, ca)
         # JobSet's CRD lets Kueue's jobset integration start; the JobSet
@@ -378,22 +399,38 @@ class LocalCluster:
         for path in sorted((jobset_dir / "config/components/crd/bases").glob("*.yaml")):
             crds.extend(kueue.load_yaml_documents(path))
         apply(self.layout.kubectl, self.layout.kubeconfig, crds)
-        self._kubectl(["wait", "--for=condition=Established", "--timeout=60s",
-                       *(f"crd/{c['metadata']['name']}" for c in crds)])
+        self._kubectl(
+            [
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                *(f"crd/{c['metadata']['name']}" for c in crds),
+            ]
+        )
         hooks = kueue.render_webhook_configurations(
             kueue.load_yaml_documents(kueue_dir / "config/components/webhook/manifests.yaml"),
-            base, ca, KUEUE_FRAMEWORKS,
+            base,
+            ca,
+            KUEUE_FRAMEWORKS,
         )
-        apply(self.layout.kubectl, self.layout.kubeconfig, hooks)
+        secret = kueue.render_cert_secret(
+            ca,
+            (pki / "kueue-ca.key").read_bytes(),
+            (pki / "kueue-webhook.crt").read_bytes(),
+            (pki / "kueue-webhook.key").read_bytes(),
+        )
+        apply(self.layout.kubectl, self.layout.kubeconfig, [*hooks, secret])
 
     def _wait_for_kueue_webhooks(self, timeout: float) -> None:
         """Kueue is ready when the API server can call its webhooks: a server-side
         dry-run create of a ResourceFlavor goes through both of them."""
-        probe = yaml.safe_dump({
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "slurmkube-e2e-webhook-probe"},
-        })
+        probe = yaml.safe_dump(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "slurmkube-e2e-webhook-probe"},
+            }
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -428,66 +465,67 @@ class LocalCluster:
             ready = pid is not None and comp.ready()
             healthy = healthy and ready
             state = "ready" if ready else ("running, not ready" if pid else "stopped")
-            print(f"{comp.process.name:24} {state:20} pid={pid or '-':<8} "
-                  f"port={LOOPBACK}:{comp.port}")
+            print(
+                f"{comp.process.name:24} {state:20} pid={pid or '-':<8} port={LOOPBACK}:{comp.port}"
+            )
         if healthy:
             self.print_versions()
-            print(self._kubectl(["get", "nodes", "-L", fleet.CLIQUE_LABEL,
-                                 "-L", fleet.RACK_LABEL]).rstrip())
+            print(
+                self._kubectl(
+                    ["get", "nodes", "-L", fleet.CLIQUE_LABEL, "-L", fleet.RACK_LABEL]
+                ).rstrip()
+            )
         return healthy
 
     def print_versions(self) -> None:
         server = json.loads(self._kubectl(["version", "-o", "json"]))["serverVersion"]
         v = self.versions
-        print(f"kubernetes {server['gitVersion']} (server), etcd {v['ETCD_VERSION']} (embedded), "
-              f"kwok {v['KWOK_VERSION']}, kueue {v['KUEUE_VERSION']}, helm {v['HELM_VERSION']}, "
-              f"jobset CRD {v['JOBSET_VERSION']}")
+        print(
+            f"kubernetes {server['gitVersion']} (server), etcd {v['ETCD_VERSION']} (embedded), "
+            f"kwok {v['KWOK_VERSION']}, kueue {v['KUEUE_VERSION']}, helm {v['HELM_VERSION']}, "
+            f"jobset CRD {v['JOBSET_VERSION']}"
+        )
 
 
-def _api_client(layout: Layout) -> object:
-    from kubernetes import config  # imported late: only fleet/readiness steps need it
+def apply_fleet(kubeconfig: Path, spec: fleet.FleetSpec, prune: bool = True) -> list[str]:
+    """Create or update the fleet's Node objects; delete nodes of this fleet the spec dropped.
 
-    return config.new_client_from_config(config_file=str(layout.kubeconfig))
-
-
-def apply_fleet(layout: Layout, spec: fleet.FleetSpec, prune: bool = True) -> list[str]:
-    """Create or update the fleet's Node objects; delete nodes of this fleet the spec dropped."""
-    from kubernetes import client
-
-    core = client.CoreV1Api(_api_client(layout))
+    Nodes are created with their status (as a kubelet registers), and on update
+    capacity/allocatable are patched through the status subresource.
+    """
+    kube = Kube(kubeconfig)
     existing = {
-        n.metadata.name
-        for n in core.list_node(label_selector=f"{fleet.FLEET_LABEL}={spec.name}").items
+        n["metadata"]["name"]
+        for n in kube.list("v1", "Node", label_selector=f"{fleet.FLEET_LABEL}={spec.name}")
     }
     wanted = fleet.manifests(spec)
     for node in wanted:
         name = node["metadata"]["name"]
         if name in existing:
-            core.patch_node(name, {"metadata": node["metadata"]})
-            core.patch_node_status(
-                name,
-                {"status": {k: node["status"][k] for k in ("capacity", "allocatable")}},
-            )
+            kube.patch("v1", "Node", name, {"metadata": node["metadata"]})
+            resources = {k: node["status"][k] for k in ("capacity", "allocatable")}
+            kube.patch_status("v1", "Node", name, {"status": resources})
         else:
-            core.create_node(node)
+            kube.create(node)
     names = [n["metadata"]["name"] for n in wanted]
     if prune:
         for name in sorted(existing - set(names)):
-            core.delete_node(name)
+            kube.delete("v1", "Node", name)
     return names
 
 
-def wait_nodes_ready(layout: Layout, names: list[str], timeout: float) -> None:
-    from kubernetes import client
+def node_ready(node: dict[str, object]) -> bool:
+    status = node.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions or [])
 
-    core = client.CoreV1Api(_api_client(layout))
+
+def wait_nodes_ready(kubeconfig: Path, names: list[str], timeout: float) -> None:
+    kube = Kube(kubeconfig)
     deadline = time.monotonic() + timeout
     pending = set(names)
     while pending:
-        for node in core.list_node().items:
-            conditions = {c.type: c.status for c in node.status.conditions or []}
-            if conditions.get("Ready") == "True":
-                pending.discard(node.metadata.name)
+        pending -= {n["metadata"]["name"] for n in kube.list("v1", "Node") if node_ready(n)}
         if not pending:
             return
         if time.monotonic() > deadline:

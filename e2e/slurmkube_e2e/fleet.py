@@ -57,7 +57,9 @@ class FleetSpec:
             if getattr(self, field) < 1:
                 raise ValueError(f"FleetSpec.{field} must be >= 1, got {getattr(self, field)}")
         if self.leaves_per_spine < 1:
-            raise ValueError(f"FleetSpec.leaves_per_spine must be >= 1, got {self.leaves_per_spine}")
+            raise ValueError(
+                f"FleetSpec.leaves_per_spine must be >= 1, got {self.leaves_per_spine}"
+            )
 
 
 @dataclass(frozen=True)
@@ -150,3 +152,33 @@ def node_manifest(spec: FleetSpec, node: SimulatedNode) -> Manifest:
 
 def manifests(spec: FleetSpec) -> list[Manifest]:
     return [node_manifest(spec, node) for node in layout(spec)]
+
+
+def kind_cluster_config(
+    spec: FleetSpec, cluster_name: str, kubernetes_image: str | None = None
+) -> Manifest:
+    """A kind Cluster whose workers carry the labels the simulated nodes carry.
+
+    kind runs real kubelets, which cannot advertise `nvidia.com/gpu` without a
+    device plugin; `slurmkube-e2e advertise-gpus` patches it into their status.
+    """
+    image = {"image": kubernetes_image} if kubernetes_image else {}
+    workers = [
+        {
+            "role": "worker",
+            **image,
+            "labels": {
+                k: v
+                for k, v in node_manifest(spec, node)["metadata"]["labels"].items()
+                if not k.startswith("kubernetes.io/") and k != "type"
+            },
+        }
+        for node in layout(spec)
+    ]
+    return {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "name": cluster_name,
+        "networking": {"apiServerAddress": "127.0.0.1"},
+        "nodes": [{"role": "control-plane", **image}, *workers],
+    }

@@ -23,7 +23,11 @@ class KubectlError(RuntimeError):
 
 
 def kubectl(
-    binary: Path, kubeconfig: Path, args: Sequence[str], stdin: str | None = None, timeout: float = 120
+    binary: Path,
+    kubeconfig: Path,
+    args: Sequence[str],
+    stdin: str | None = None,
+    timeout: float = 120,
 ) -> str:
     cmd = [str(binary), f"--kubeconfig={kubeconfig}", *args]
     done = subprocess.run(
@@ -40,6 +44,13 @@ def apply(binary: Path, kubeconfig: Path, manifests: Iterable[dict[str, Any]]) -
     return kubectl(
         binary,
         kubeconfig,
-        ["apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-"],
+        [
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            f"--field-manager={FIELD_MANAGER}",
+            "-f",
+            "-",
+        ],
         stdin=stream,
     )

@@ -1,13 +1,17 @@
 """Kueue's own manifests, rewritten for a Kueue that runs as a local process.
 
 Upstream ships Kueue's webhooks and CRD conversion webhooks pointing at an
-in-cluster Service and lets its internal cert manager inject a CA. Here Kueue is
-a process on 127.0.0.1 with a certificate from our CA, so the same manifests get
-a loopback `url` plus our `caBundle` instead, and the internal cert manager is
-off (it would otherwise block start-up waiting to inject a CA). The manifests
-are read from Kueue's Go module (config/components), never copied, so a version
-bump picks up new webhooks and CRD fields automatically. Pure: no I/O besides
-reading those files.
+in-cluster Service, and Kueue's internal cert manager keeps a CA and serving
+certificate in a Secret, injects the CA into those objects and blocks start-up
+until it has. Here Kueue is a process on 127.0.0.1, so the same manifests get a
+loopback `url`, and the Secret is pre-filled with a CA and certificate we made
+(valid for the Service name *and* 127.0.0.1); the cert manager finds them valid,
+keeps them, injects the same CA and lets Kueue start. (With the cert manager
+off, Kueue v0.19 reads its metrics certificate from a fixed /etc path.)
+
+The manifests are read from Kueue's Go module (config/components), never
+copied, so a version bump picks up new webhooks and CRD fields. Pure: no I/O
+besides reading those files.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ import yaml
 Manifest = dict[str, Any]
 
 KUEUE_NAMESPACE = "kueue-system"
+# Names Kueue's cert manager derives its webhook configuration names from
+# ("<base>-webhook-service" -> "<base>-(mutating|validating)-webhook-configuration").
+WEBHOOK_SERVICE = "kueue-webhook-service"
+WEBHOOK_SECRET = "kueue-webhook-server-cert"
 
 # Integrations we turn on, and the webhook path fragment that belongs to each
 # (paths are kubebuilder's /mutate-<group>-<version>-<kind> with dots as dashes).
@@ -120,6 +128,18 @@ def render_webhook_configurations(
     return rendered
 
 
+def render_cert_secret(ca_crt: bytes, ca_key: bytes, tls_crt: bytes, tls_key: bytes) -> Manifest:
+    """The Secret Kueue's cert manager reads (cert-controller's ca.crt/ca.key/tls.crt/tls.key)."""
+    data = {"ca.crt": ca_crt, "ca.key": ca_key, "tls.crt": tls_crt, "tls.key": tls_key}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": WEBHOOK_SECRET, "namespace": KUEUE_NAMESPACE},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
 def render_configuration(
     *,
     webhook_port: int,
@@ -138,7 +158,11 @@ def render_configuration(
         "metrics": {"bindAddress": metrics_address},
         "webhook": {"port": webhook_port, "host": host, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": WEBHOOK_SERVICE,
+            "webhookSecretName": WEBHOOK_SECRET,
+        },
         # The visibility API server would need an APIService and a fixed cert path.
         "featureGates": {"VisibilityOnDemand": False},
         "integrations": {"frameworks": list(frameworks)},

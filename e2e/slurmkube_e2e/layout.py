@@ -10,6 +10,7 @@ collide with ours; every one is bound to 127.0.0.1.
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,3 +109,11 @@ def read_versions(path: Path) -> dict[str, str]:
             key, _, value = line.partition("=")
             versions[key.strip()] = value.strip()
     return versions
+
+
+def go_module_dir(module: str, version: str) -> Path:
+    """Where `go install` unpacked module@version: upstream manifests are read from there."""
+    gomodcache = subprocess.run(
+        ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return Path(gomodcache) / f"{module}@{version}"

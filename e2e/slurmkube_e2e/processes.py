@@ -9,6 +9,7 @@ names the executable we started, so a recycled PID is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,7 +51,17 @@ def _is_zombie(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
+    fields = stat.rpartition(")")[2].split()
+    return not fields or fields[0] in ("Z", "X")
+
+
+def alive(pid: int) -> bool:
+    """pid exists and has not exited (a child we never reaped shows as a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not _is_zombie(pid)
 
 
 def running_pid(proc: Process) -> int | None:
@@ -78,7 +89,9 @@ def start(proc: Process) -> int:
     proc.log_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **dict(proc.env)}
     with proc.log_file.open("ab") as log:
-        log.write(f"--- start {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(proc.argv)}\n".encode())
+        log.write(
+            f"--- start {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(proc.argv)}\n".encode()
+        )
         log.flush()
         child = subprocess.Popen(
             proc.argv,
@@ -109,10 +122,8 @@ def stop(proc: Process, timeout: float = 20.0) -> int | None:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def tail(path: Path, lines: int = 30) -> str:

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/component-base/cli"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -43,7 +44,11 @@ var subcommands = map[string]func(args []string) int{
 	"kubectl": func(args []string) int {
 		cmd := kubectlcmd.NewDefaultKubectlCommand()
 		cmd.SetArgs(args)
-		return cli.RunNoErrOutput(cmd)
+		if err := cli.RunNoErrOutput(cmd); err != nil {
+			// Prints the error the way upstream kubectl does and exits non-zero.
+			kubectlutil.CheckErr(err)
+		}
+		return 0
 	},
 	"pki":     runPKI,
 	"version": runVersion,

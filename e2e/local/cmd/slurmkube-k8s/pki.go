@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -64,7 +65,7 @@ func writePKI(dir, server string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	ca, caKey, err := loadOrCreate(dir, "ca", nil, nil)
+	ca, caKey, err := loadOrCreate(dir, "ca", caTemplate("slurmkube-local-ca", nil), nil, false)
 	if err != nil {
 		return err
 	}
@@ -75,17 +76,10 @@ func writePKI(dir, server string) error {
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
 	}
-	if _, _, err := loadOrCreate(dir, "apiserver", serving, &signer{ca, caKey}); err != nil {
+	if _, _, err := loadOrCreate(dir, "apiserver", serving, &signer{ca, caKey}, false); err != nil {
 		return err
 	}
-	// Serving certificate for webhooks run as local processes (Kueue), reached at 127.0.0.1.
-	webhook := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "slurmkube-webhooks"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:    []string{"localhost"},
-	}
-	if _, _, err := loadOrCreate(dir, "webhook", webhook, &signer{ca, caKey}); err != nil {
+	if err := writeKueuePKI(dir); err != nil {
 		return err
 	}
 	if err := writeKeyOnce(filepath.Join(dir, "sa.key"), filepath.Join(dir, "sa.pub")); err != nil {
@@ -100,7 +94,7 @@ func writePKI(dir, server string) error {
 			Subject:     pkix.Name{CommonName: id.cn, Organization: id.groups},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}
-		if _, _, err := loadOrCreate(dir, id.file, tmpl, &signer{ca, caKey}); err != nil {
+		if _, _, err := loadOrCreate(dir, id.file, tmpl, &signer{ca, caKey}, false); err != nil {
 			return err
 		}
 		if err := writeKubeconfig(dir, id.file, server, caPEM); err != nil {
@@ -115,16 +109,47 @@ type signer struct {
 	key  crypto.Signer
 }
 
+// writeKueuePKI makes the CA and webhook serving certificate Kueue's internal
+// cert manager (open-policy-agent/cert-controller) accepts as already valid, so
+// it keeps them instead of generating its own: a CA whose certificate verifies
+// for the DNS name "kueue-ca" with an RSA PKCS#1 key (what the rotator parses),
+// and a server certificate for the webhook Service name plus 127.0.0.1, which
+// is where the API server really calls it.
+func writeKueuePKI(dir string) error {
+	ca, caKey, err := loadOrCreate(dir, "kueue-ca", caTemplate("kueue-ca", []string{"kueue"}), nil, true)
+	if err != nil {
+		return err
+	}
+	serving := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kueue-webhook-service.kueue-system.svc"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:    []string{"kueue-webhook-service.kueue-system.svc", "localhost"},
+	}
+	_, _, err = loadOrCreate(dir, "kueue-webhook", serving, &signer{ca, caKey}, true)
+	return err
+}
+
+func caTemplate(cn string, org []string) *x509.Certificate {
+	return &x509.Certificate{
+		Subject:               pkix.Name{CommonName: cn, Organization: org},
+		DNSNames:              []string{cn},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+}
+
 // loadOrCreate returns <name>.crt/<name>.key from dir, creating them if absent.
-// A nil parent makes a self-signed CA.
-func loadOrCreate(dir, name string, tmpl *x509.Certificate, parent *signer) (*x509.Certificate, crypto.Signer, error) {
+// A nil parent self-signs tmpl (a CA). Keys are ECDSA P-256, or RSA (PKCS#1) if rsaKey.
+func loadOrCreate(dir, name string, tmpl *x509.Certificate, parent *signer, rsaKey bool) (*x509.Certificate, crypto.Signer, error) {
 	crtPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	if cert, key, err := load(crtPath, keyPath); err == nil {
 		return cert, key, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, keyType, keyDER, err := newKey(rsaKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,30 +158,17 @@ func loadOrCreate(dir, name string, tmpl *x509.Certificate, parent *signer) (*x5
 		return nil, nil, err
 	}
 	now := time.Now().Add(-time.Hour)
-	if tmpl == nil {
-		tmpl = &x509.Certificate{
-			Subject:               pkix.Name{CommonName: "slurmkube-local-ca"},
-			IsCA:                  true,
-			BasicConstraintsValid: true,
-			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		}
-	} else {
+	parentCert, parentKey := tmpl, key
+	if parent != nil {
+		parentCert, parentKey = parent.cert, parent.key
 		tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	}
 	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial, now, now.Add(validity)
-	parentCert, parentKey := tmpl, crypto.Signer(key)
-	if parent != nil {
-		parentCert, parentKey = parent.cert, parent.key
-	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parentCert, key.Public(), parentKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := writePEM(keyPath, "EC PRIVATE KEY", keyDER); err != nil {
+	if err := writePEM(keyPath, keyType, keyDER); err != nil {
 		return nil, nil, err
 	}
 	if err := writePEM(crtPath, "CERTIFICATE", der); err != nil {
@@ -183,11 +195,34 @@ func load(crtPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	var key crypto.Signer
+	switch kb.Type {
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(kb.Bytes)
+	default:
+		key, err = x509.ParseECPrivateKey(kb.Bytes)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return cert, key, nil
+}
+
+// newKey returns a private key, its PEM block type and DER encoding.
+func newKey(rsaKey bool) (crypto.Signer, string, []byte, error) {
+	if rsaKey {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return key, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key), nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	return key, "EC PRIVATE KEY", der, err
 }
 
 func mustBlock(data []byte) *pem.Block {

@@ -1,0 +1,77 @@
+"""pytest fixtures for slurmkube's e2e suite: one cluster per session, a namespace per test.
+
+The cluster is whatever KUBECONFIG points at (the local control plane's
+.run/kubeconfig by default, a kind cluster under `make e2e-kind`), so the same
+tests judge both flavors. Tests only create namespaced objects in their own
+namespace, and cluster-scoped ones with names derived from it, so they can run
+in any order and leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from slurmkube_e2e import fleet
+from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.waiting import wait_for
+
+TEST_LABEL = "e2e.slurmkube.io/test"
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> Path:
+    path = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
+    if not path.exists():
+        pytest.fail(f"no kubeconfig at {path}: start a cluster with `make cluster-up`")
+    return path
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: Path) -> Kube:
+    client = Kube(kubeconfig)
+    try:
+        client.server_version()
+    except Exception as err:  # any connection or TLS error: say which cluster we tried
+        pytest.fail(f"cluster of {kubeconfig} is not reachable ({err}); run `make cluster-up`")
+    return client
+
+
+@pytest.fixture(scope="session")
+def gpu_nodes(kube: Kube) -> list[Manifest]:
+    """The simulated GPU nodes (any fleet), at least one."""
+    nodes = kube.list("v1", "Node", label_selector=fleet.CLIQUE_LABEL)
+    if not nodes:
+        pytest.fail("cluster has no GPU nodes: `slurmkube-e2e fleet` (make cluster-up makes some)")
+    return nodes
+
+
+def _namespace_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower().removeprefix("test_")).strip("-")
+    return f"e2e-{stem[:40].rstrip('-')}-{secrets.token_hex(2)}"
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (with everything in it) afterwards."""
+    name = _namespace_name(request.node.name)
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {TEST_LABEL: "true"}},
+        }
+    )
+    # Pods are rejected until the ServiceAccount controller made "default".
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=name, timeout=30)
+    yield name
+    kube.delete("v1", "Namespace", name)
