@@ -1,0 +1,167 @@
+"""The operator on the real API server: a SlurmCluster and NodeSet on simulated GPU
+nodes become owned objects and one slurmd pod per node; status tells the truth.
+
+kwok runs no processes, so Slurm is unreachable here by construction: the test
+also checks that, without Slurm to ask, scale-in deletes no slurmd pod.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.waiting import wait_for, wait_for_list
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+API = "slurmkube.io/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def operator(
+    kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        kube.apply(yaml.safe_load(path.read_text()))
+    kube._dynamic.resources.invalidate_cache()
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), SLURMKUBE_OPERATOR_NAMESPACE="default")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slurmkube.cli",
+                "operator",
+                "--all-namespaces",
+                "--health-port",
+                "0",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if proc.returncode not in (0, -15):
+            print(log.read_text()[-4000:])
+
+
+def _docs(namespace: str, replicas: int | None = None) -> list[dict[str, Any]]:
+    node_set: dict[str, Any] = {
+        "clusterRef": "gpu",
+        "nodeSelector": {"matchLabels": {"e2e.slurmkube.io/fleet": "gpu"}},
+        "memoryReservedMiB": 1024,
+    }
+    if replicas is not None:
+        node_set["replicas"] = replicas
+    return [
+        {
+            "apiVersion": API,
+            "kind": "SlurmCluster",
+            "metadata": {"name": "gpu", "namespace": namespace},
+            "spec": {
+                "topology": {"blockSize": 4},
+                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "NodeSet",
+            "metadata": {"name": "gpu", "namespace": namespace},
+            "spec": node_set,
+        },
+    ]
+
+
+def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
+    kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
+) -> None:
+    for doc in _docs(namespace):
+        kube.apply(doc)
+    config = wait_for(
+        kube,
+        "v1",
+        "ConfigMap",
+        "gpu-slurm-config",
+        lambda o: o is not None,
+        namespace=namespace,
+        timeout=60,
+    )
+    slurm_conf = config["data"]["slurm.conf"]
+    fleet = [n for n in gpu_nodes if n["metadata"]["labels"].get("e2e.slurmkube.io/fleet") == "gpu"]
+    assert "PartitionName=gpu Nodes=gpu-000-[00-03],gpu-001-[00-03]" in slurm_conf
+    assert config["data"]["topology.conf"].count("BlockName=") == 2
+    sts = kube.get("apps/v1", "StatefulSet", "gpu-slurmctld", namespace=namespace)
+    assert sts is not None
+    assert sts["metadata"]["ownerReferences"][0]["kind"] == "SlurmCluster"
+    pods = wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda items: len(items) == len(fleet),
+        namespace=namespace,
+        label_selector="app.kubernetes.io/name=slurmd",
+        timeout=60,
+    )
+    for pod in pods:
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert limits == {"nvidia.com/gpu": "4"}
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "NodeSet"
+    # Truthful status: no slurmctld runs on kwok, so not Ready and says why.
+    cluster = wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "gpu",
+        lambda o: any(
+            c["type"] == "SlurmReachable" for c in (o.get("status") or {}).get("conditions", [])
+        ),
+        namespace=namespace,
+        timeout=60,
+    )
+    conditions = {c["type"]: c for c in cluster["status"]["conditions"]}
+    assert conditions["SlurmReachable"]["status"] == "False"
+    assert conditions["Ready"]["status"] == "False"
+    assert cluster["status"]["observedGeneration"] == cluster["metadata"]["generation"]
+    node_set = kube.get(API, "NodeSet", "gpu", namespace=namespace)
+    assert node_set is not None and node_set["status"]["selector"]
+
+
+def test_without_slurm_scale_in_deletes_no_slurmd_pod(
+    kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
+) -> None:
+    for doc in _docs(namespace):
+        kube.apply(doc)
+    selector = "app.kubernetes.io/name=slurmd"
+    pods = wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda items: len(items) == 8,
+        namespace=namespace,
+        label_selector=selector,
+        timeout=60,
+    )
+    kube.apply(_docs(namespace, replicas=2)[1])
+    # Several reconciles later, all pods are still there: Slurm could not say they are idle.
+    time.sleep(6)
+    still = kube.list("v1", "Pod", namespace=namespace, label_selector=selector)
+    assert len(still) == len(pods)
+    assert not any(p["metadata"].get("deletionTimestamp") for p in still)
