@@ -211,7 +211,12 @@ class LocalSlurm:
     def check_alive(self) -> None:
         dead = {k: p.returncode for k, p in self.processes.items() if p.poll() is not None}
         if dead:
-            raise RuntimeError(f"Slurm daemons exited: {dead}; logs in {self.root / 'log'}")
+            tails = []
+            for key in dead:
+                log = self.root / "log" / f"{key}.out"
+                lines = log.read_text(errors="replace").splitlines()[-8:] if log.exists() else []
+                tails.append(f"--- {key}:\n" + "\n".join(lines))
+            raise RuntimeError(f"Slurm daemons exited: {dead}\n" + "\n".join(tails))
 
     # --- waiting ---
     def wait_for(self, predicate: object, what: str, timeout: float = 60) -> None:
