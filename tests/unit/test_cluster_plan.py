@@ -46,7 +46,7 @@ def test_one_slurmd_pod_per_selected_node_with_all_its_gpus() -> None:
     assert sorted(pods) == ["gpu-gpu-0001", "gpu-gpu-0002", "gpu-gpu-0003", "gpu-gpu-0004"]
     container = pods["gpu-gpu-0001"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "4"}
-    assert container["args"][:3] == ["slurmd", "-N", "gpu-0001"]
+    assert container["args"][:4] == ["slurmd", "-D", "-N", "gpu-0001"]
     kinds = [o["kind"] for o in plan.objects]
     assert kinds == ["ConfigMap", "Service", "StatefulSet", "Deployment", "Service"]
 

@@ -20,6 +20,10 @@ from slurmkube.render.files import RenderedConfig
 
 Manifest = dict[str, Any]
 
+# Users of the slurm image (images/slurm/Dockerfile).
+SLURM_GID = 401
+RESTD_UID = 402
+
 # Kubernetes object names and hostnames are DNS labels.
 _MAX_LABEL = 63
 
@@ -140,7 +144,9 @@ def _slurm_etc(cluster: SlurmCluster) -> Manifest:
     return {
         "name": "slurm-etc",
         "projected": {
-            "defaultMode": 0o600,
+            # Group-readable for the slurm group (fsGroup); Slurm refuses
+            # key files that others can read.
+            "defaultMode": 0o440,
             "sources": [
                 {"configMap": {"name": names.config}},
                 {
@@ -189,7 +195,10 @@ def controller_service(cluster: SlurmCluster) -> Manifest:
 def controller_statefulset(cluster: SlurmCluster) -> Manifest:
     names = names_of(cluster)
     spec = cluster.spec.controller
-    container = _container(cluster, "slurmctld", ["slurmctld"], [("slurmctld", wk.SLURMCTLD_PORT)])
+    # -D: stay in the foreground whether or not the image's entrypoint adds it.
+    container = _container(
+        cluster, "slurmctld", ["slurmctld", "-D"], [("slurmctld", wk.SLURMCTLD_PORT)]
+    )
     container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
     claim: Manifest = {
         "metadata": {"name": names.state},
@@ -214,6 +223,8 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
                     "containers": [container],
                     "volumes": [_slurm_etc(cluster)],
                     "terminationGracePeriodSeconds": 60,
+                    # slurmctld runs as SlurmUser slurm (uid/gid 401 in the image).
+                    "securityContext": {"fsGroup": SLURM_GID},
                 },
             },
             "volumeClaimTemplates": [claim],
@@ -226,6 +237,8 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
     container = _container(
         cluster, "slurmrestd", ["slurmrestd"], [("slurmrestd", wk.SLURMRESTD_PORT)]
     )
+    # slurmrestd refuses to run as root or as SlurmUser: its own user (402).
+    container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -235,7 +248,11 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
             "selector": {"matchLabels": labels(cluster, "slurmrestd")},
             "template": {
                 "metadata": {"labels": labels(cluster, "slurmrestd")},
-                "spec": {"containers": [container], "volumes": [_slurm_etc(cluster)]},
+                "spec": {
+                    "containers": [container],
+                    "volumes": [_slurm_etc(cluster)],
+                    "securityContext": {"fsGroup": RESTD_UID},
+                },
             },
         },
     }
@@ -262,7 +279,14 @@ def slurmd_pod(
     container = _container(
         cluster,
         "slurmd",
-        ["slurmd", "-N", node, "--conf-server", f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}"],
+        [
+            "slurmd",
+            "-D",
+            "-N",
+            node,
+            "--conf-server",
+            f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}",
+        ],
         [("slurmd", wk.SLURMD_PORT)],
     )
     if gpus:

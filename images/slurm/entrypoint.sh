@@ -1,0 +1,101 @@
+#!/bin/bash
+# Container entrypoint of the slurm image: `entrypoint.sh ROLE [ARGS...]`.
+#
+# ROLE is one of slurmctld, slurmd, slurmrestd, sackd, slurmdbd. The daemon
+# runs in the foreground (-D: logs go to stdout/stderr, the container's
+# lifetime is the daemon's) with ARGS appended, as the user Slurm expects:
+#
+#   role        user         why
+#   slurmctld   slurm        SlurmUser (slurm.conf(5)); state and logs are slurm's
+#   sackd       slurm        sackd(8): runs as SlurmUser, warns otherwise
+#   slurmdbd    slurm        slurmdbd.conf(5): SlurmUser owns slurmdbd.conf
+#   slurmrestd  slurmrestd   slurmrestd(8) refuses root and SlurmUser
+#   slurmd      root         becomes each job's user, manages cgroups and devices
+#
+# Started as root (e.g. no runAsUser in the pod), it drops to that user with
+# setpriv; started as a non-root uid (the image's default USER, or the pod's
+# runAsUser), it checks that the uid is one the role can run as.
+#
+# Environment:
+#   SLURMKUBE_CONF_SERVER    host[:port] of slurmctld for configless slurmd/sackd,
+#                            used when ARGS carry no --conf-server
+#   SLURMKUBE_OPERATOR_URL   the operator's power-saving endpoint (slurmctld);
+#   SLURMKUBE_POWER_TOKEN_FILE  and its bearer token file: both are handed to
+#                            slurmkube-resume/-suspend through /run/slurm/slurmkube-power.env,
+#                            since slurmctld starts those programs with an
+#                            empty environment (slurmctld/slurmscriptd.c)
+set -euo pipefail
+
+# On the run directory slurmctld needs writable anyway (SlurmctldPidFile).
+POWER_ENV=${SLURMKUBE_POWER_ENV:-/run/slurm/slurmkube-power.env}
+
+die() {
+  printf 'entrypoint: %s\n' "$*" >&2
+  exit 64
+}
+
+usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd [ARGS...]"
+(($# >= 1)) || die "$usage"
+role=$1
+shift
+
+case "$role" in
+  slurmctld | sackd | slurmdbd) user=slurm ;;
+  slurmrestd) user=slurmrestd ;;
+  slurmd) user=root ;;
+  *) die "unknown role '$role'; $usage" ;;
+esac
+
+has_conf_server() {
+  local arg
+  for arg in "$@"; do
+    [[ $arg == --conf-server || $arg == --conf-server=* ]] && return 0
+  done
+  return 1
+}
+
+args=()
+case "$role" in
+  slurmctld)
+    args=(-D)
+    # An address and a file path, no secret: readable by slurm however this
+    # script was started. Parsed, never sourced, by slurmkube-power.
+    if [[ -n ${SLURMKUBE_OPERATOR_URL:-} ]]; then
+      {
+        printf 'SLURMKUBE_OPERATOR_URL=%s\n' "$SLURMKUBE_OPERATOR_URL"
+        printf 'SLURMKUBE_POWER_TOKEN_FILE=%s\n' "${SLURMKUBE_POWER_TOKEN_FILE:-}"
+      } >"$POWER_ENV.tmp" || die "cannot write $POWER_ENV: /run/slurm must be writable"
+      chmod 0644 "$POWER_ENV.tmp"
+      mv "$POWER_ENV.tmp" "$POWER_ENV"
+    fi
+    ;;
+  slurmd | sackd)
+    args=(-D)
+    if [[ -n ${SLURMKUBE_CONF_SERVER:-} ]] && ! has_conf_server "$@"; then
+      args+=(--conf-server "$SLURMKUBE_CONF_SERVER")
+    fi
+    ;;
+  slurmdbd)
+    args=(-D)
+    ;;
+  slurmrestd)
+    # No listen address in ARGS: slurmrestd reads these (slurmrestd(8)).
+    # JWT only: rest_auth/local needs a UNIX socket, which pods do not share.
+    export SLURMRESTD_LISTEN="${SLURMRESTD_LISTEN:-0.0.0.0:6820}"
+    export SLURMRESTD_AUTH_TYPES="${SLURMRESTD_AUTH_TYPES:-rest_auth/jwt}"
+    ;;
+esac
+
+uid=$(id -u)
+want_uid=$(id -u "$user")
+if ((uid == want_uid)); then
+  exec "$role" "${args[@]}" "$@"
+elif ((uid == 0)); then
+  # --init-groups: the account's groups only, none inherited from root.
+  exec setpriv --reuid="$user" --regid="$user" --init-groups -- "$role" "${args[@]}" "$@"
+elif [[ $role == slurmrestd ]] && ((uid != $(id -u slurm))); then
+  # Any unprivileged uid other than SlurmUser is acceptable to slurmrestd.
+  exec "$role" "${args[@]}" "$@"
+else
+  die "$role must run as $user (uid $want_uid), not uid $uid: set the pod's runAsUser to $want_uid"
+fi
