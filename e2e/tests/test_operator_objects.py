@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from slurmkube.render.hostlist import expand
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.waiting import wait_for, wait_for_list
 
@@ -165,3 +166,54 @@ def test_without_slurm_scale_in_deletes_no_slurmd_pod(
     still = kube.list("v1", "Pod", namespace=namespace, label_selector=selector)
     assert len(still) == len(pods)
     assert not any(p["metadata"].get("deletionTimestamp") for p in still)
+
+
+def test_relabelled_node_moves_block_in_the_rendered_topology(
+    kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
+) -> None:
+    for doc in _docs(namespace):
+        kube.apply(doc)
+    config = wait_for(
+        kube,
+        "v1",
+        "ConfigMap",
+        "gpu-slurm-config",
+        lambda o: o is not None,
+        namespace=namespace,
+        timeout=60,
+    )
+    before = config["data"]["topology.conf"]
+    node = "gpu-000-00"
+    original = next(n for n in gpu_nodes if n["metadata"]["name"] == node)
+    old = original["metadata"]["labels"]["nvidia.com/gpu.clique"]
+    target = next(
+        n["metadata"]["labels"]["nvidia.com/gpu.clique"]
+        for n in gpu_nodes
+        if n["metadata"]["labels"].get("nvidia.com/gpu.clique", old) != old
+    )
+    started = time.monotonic()
+    kube.patch("v1", "Node", node, {"metadata": {"labels": {"nvidia.com/gpu.clique": target}}})
+    try:
+        moved = wait_for(
+            kube,
+            "v1",
+            "ConfigMap",
+            "gpu-slurm-config",
+            lambda o: o["data"]["topology.conf"] != before,
+            namespace=namespace,
+            timeout=30,
+        )
+        latency = time.monotonic() - started
+        blocks = {
+            line.split()[0].removeprefix("BlockName="): expand(
+                line.split()[1].removeprefix("Nodes=")
+            )
+            for line in moved["data"]["topology.conf"].splitlines()
+            if line.startswith("BlockName=")
+        }
+        # The old domain drops below the base block size (4) and leaves the file.
+        assert node in blocks[target]
+        assert old not in blocks
+        print(f"label patch -> rendered topology.conf: {latency:.2f}s")
+    finally:
+        kube.patch("v1", "Node", node, {"metadata": {"labels": {"nvidia.com/gpu.clique": old}}})
