@@ -126,16 +126,18 @@ class LocalSlurm:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}")
         return out.strip().split("=", 1)[1]
 
-    def isolated(self, argv: list[str]) -> list[str]:
+    def isolated(self, argv: list[str], run_slurm: Path | None = None) -> list[str]:
         """`argv` in a private mount namespace where /run/slurm and /run/slurmctld
         are this cluster's own directories.
 
         Slurm 24.11's auth/slurm clients get their credentials from a fixed
-        socket, /run/slurmctld/sack.socket or /run/slurm/sack.socket
-        (src/plugins/auth/slurm/sack.c), which every slurmctld and slurmd on a
-        host binds. Two test clusters on one machine would sign with each
-        other's key; bind-mounting per-cluster directories over those paths
-        keeps them apart, and every process of this cluster sees the same ones.
+        socket, /run/slurm/sack.socket, else /run/slurmctld/sack.socket
+        (src/common/sack_api.c), which every slurmd resp. slurmctld on a host
+        binds (src/plugins/auth/slurm/sack.c). Two test clusters on one machine
+        would sign with each other's key, so each gets its own directories.
+        Each slurmd also gets its own /run/slurm (`run_slurm`): many slurmd
+        starting at once race to unlink and bind the same socket and one dies
+        with EADDRINUSE. Clients see an empty /run/slurm and use slurmctld's.
         """
         script = (
             'mount --bind "$1" /run/slurm && mount --bind "$2" /run/slurmctld '
@@ -150,7 +152,7 @@ class LocalSlurm:
             "-c",
             script,
             "sh",
-            str(self.root / "run" / "slurm"),
+            str(run_slurm or self.root / "run" / "slurm"),
             str(self.root / "run" / "slurmctld"),
             *argv,
         ]
@@ -168,10 +170,16 @@ class LocalSlurm:
         return plan_config(bundle, nodes, self.context)
 
     # --- processes ---
-    def _spawn(self, key: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(
+        self,
+        key: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        run_slurm: Path | None = None,
+    ) -> None:
         log = open(self.root / "log" / f"{key}.out", "ab")  # noqa: SIM115 - owned by the child
         self.processes[key] = subprocess.Popen(
-            self.isolated(argv),
+            self.isolated(argv, run_slurm),
             env=env if env is not None else self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -185,9 +193,12 @@ class LocalSlurm:
         ctl = f"127.0.0.1:{self.context.slurmctld_port}"
         env_key = self.conf_dir / "slurm.key"
         os.environ.setdefault("SLURM_SACK_KEY", str(env_key))
+        run_slurm = self.root / "run" / f"slurmd-{node}"
+        run_slurm.mkdir(parents=True, exist_ok=True)
         self._spawn(
             f"slurmd-{node}",
             [str(self.prefix / "sbin" / "slurmd"), "-D", "-N", node, "--conf-server", ctl],
+            run_slurm=run_slurm,
         )
 
     def stop(self, key: str, timeout: float = 15) -> None:
