@@ -60,11 +60,25 @@ def sdiag_backfill(cluster: LocalSlurm) -> dict[str, int]:
     return fields
 
 
-def submit_all(cluster: LocalSlurm, jobs: list[list[str]]) -> float:
+def submit_all(cluster: LocalSlurm, jobs: list[list[str]]) -> tuple[float, int]:
+    """Submit from 4 threads; a refused submission is retried (and counted), as users do."""
+    retries = 0
+
+    def submit(args: list[str]) -> None:
+        nonlocal retries
+        for attempt in range(8):
+            try:
+                cluster.run("sbatch", "--parsable", "-Q", *args)
+                return
+            except SlurmCommandFailed:
+                retries += 1
+                time.sleep(0.5 * (attempt + 1))
+        raise RuntimeError("sbatch refused 8 times in a row")
+
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(lambda args: cluster.run("sbatch", "--parsable", "-Q", *args), jobs))
-    return time.monotonic() - t0
+        list(pool.map(submit, jobs))
+    return time.monotonic() - t0, retries
 
 
 def run_variant(variant: str, jobs: int, seed: int) -> dict[str, Any]:
@@ -90,7 +104,7 @@ def run_variant(variant: str, jobs: int, seed: int) -> dict[str, Any]:
                 "--wrap",
                 "sleep 3000",
             )
-        submit_s = submit_all(cluster, job_mix(jobs, seed))
+        submit_s, refused = submit_all(cluster, job_mix(jobs, seed))
         params = cluster.run("scontrol", "show", "config")
         sched = re.search(r"SchedulerParameters\s*=\s*(\S+)", params)
         start = sdiag_backfill(cluster)["cycles"]
@@ -121,6 +135,7 @@ def run_variant(variant: str, jobs: int, seed: int) -> dict[str, Any]:
             "gpus_per_node": GPUS,
             "scheduler_parameters": sched.group(1) if sched else "(default)",
             "submit_s": round(submit_s, 1),
+            "submissions_refused": refused,
             "backfill_depth": stats["last_depth"],
             "backfill_depth_fraction": round(stats["last_depth"] / max(jobs, 1), 3),
             "backfill_cycle_s": round(stats["last_cycle_us"] / 1e6, 2),
