@@ -12,7 +12,7 @@
 #
 # FLEET="--nvl-domains 4 --nodes-per-domain 18" changes the simulated fleet of cluster-up.
 
-E2E_TOOL := PYTHONPATH=$(ROOT)/e2e $(PY) -m slurmkube_e2e
+E2E_TOOL := PYTHONPATH=$(ROOT)/e2e:$(ROOT)/e2e/local/runtime $(PY) -m slurmkube_e2e
 FLEET ?=
 E2E_PYTEST_ARGS ?=
 # Read when make starts, before cluster-up runs: was a cluster already up?
@@ -25,10 +25,14 @@ cluster-build:
 	@bash $(ROOT)/e2e/local/build.sh
 	@bash $(ROOT)/e2e/local/install-tools.sh
 
-cluster-up: venv cluster-build
+cluster-up: venv cluster-build slurm
 	@$(E2E_TOOL) up $(FLEET)
+	@# The local pod runtime: local-0..7 run slurmkube's Slurm pods for real (docs/local-runtime.md).
+	@$(RUNTIME_TOOL) up
 
 cluster-down: venv
+	@# First, while the API server still answers, so the agent can delete its nodes.
+	@$(RUNTIME_TOOL) down
 	@$(E2E_TOOL) down
 
 cluster-status: venv

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from slurmkube_runtime import cli as runtime_cli
 
 from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import ClusterError, LocalCluster, apply_fleet, wait_nodes_ready
@@ -79,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "advertise-gpus", help="patch nvidia.com/gpu capacity into labelled real nodes (kind)"
     )
+    # The local pod runtime's commands (logs, exec) live with the runtime.
+    runtime_cli.register(sub)
     args = parser.parse_args(argv)
+    if args.command in runtime_cli.RUNTIME_COMMANDS:
+        return runtime_cli.dispatch(args)
 
     layout = Layout.from_env()
     try:

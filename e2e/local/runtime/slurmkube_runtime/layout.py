@@ -1,0 +1,89 @@
+"""Where the runtime keeps its state, and the names and addresses it owns.
+
+The agent, the `logs`/`exec` CLI and the make targets all read these, so they
+agree on where a pod's sandbox is. State lives in the checkout's git-ignored
+`.run/runtime/`. Every interface and address here is one the agent creates:
+the bridge `skbr0` with 10.250.0.1/24 and pod addresses from the same /24.
+That subnet has no route off the machine (pods get only the connected route,
+the host does not forward), so nothing a pod does can reach another network.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+BRIDGE = "skbr0"
+SUBNET = ipaddress.IPv4Network("10.250.0.0/24")
+BRIDGE_IP = ipaddress.IPv4Address("10.250.0.1")
+# Host ends of pod veths: "skv" + 8 hex digits of the pod UID (IFNAMSIZ is 16).
+VETH_PREFIX = "skv"
+NODE_PREFIX = "local"
+NODE_COUNT = 8
+NODES_PER_CLIQUE = 4
+GPUS_PER_NODE = 4
+# Steering (docs/local-runtime.md): local nodes carry this label and a NoSchedule
+# taint with the same key, so only pods that ask for real processes land here.
+RUNTIME_LABEL = "e2e.slurmkube.io/runtime"
+RUNTIME_LABEL_VALUE = "local"
+RUNTIME_TAINT = "e2e.slurmkube.io/local-runtime"
+IMAGE_REPOSITORY = "slurmkube/slurm"
+AGENT_NAME = "slurmkube-runtime"
+CLUSTER_DOMAIN = "cluster.local"
+
+
+@dataclass(frozen=True)
+class RuntimeLayout:
+    """Paths of one runtime: its state folder, the Slurm build that backs the image."""
+
+    root: Path
+    run: Path
+    slurm_prefix: Path
+    kubeconfig: Path
+
+    @classmethod
+    def from_env(cls) -> RuntimeLayout:
+        root = Path(__file__).resolve().parents[4]
+        run = Path(os.environ.get("SLURMKUBE_RUN", root / ".run"))
+        cache = Path(os.environ.get("SLURMKUBE_CACHE", Path.home() / ".cache" / "slurmkube"))
+        prefix = Path(os.environ.get("SLURMKUBE_SLURM_PREFIX", cache / "slurm" / "24.11.5"))
+        kubeconfig = Path(os.environ.get("SLURMKUBE_RUNTIME_KUBECONFIG", run / "kubeconfig"))
+        return cls(root=root, run=run, slurm_prefix=prefix, kubeconfig=kubeconfig)
+
+    @property
+    def state(self) -> Path:
+        return self.run / "runtime"
+
+    @property
+    def pods(self) -> Path:
+        """One folder per sandbox, named by pod UID; removed when the sandbox is."""
+        return self.state / "pods"
+
+    @property
+    def logs(self) -> Path:
+        """Container logs, `<namespace>_<pod>_<uid>/<container>.log`; kept after the pod."""
+        return self.state / "logs"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.state / "agent.log"
+
+    @property
+    def agent_script(self) -> Path:
+        return self.root / "e2e" / "local" / "runtime" / "run_agent.py"
+
+    def pod_dir(self, uid: str) -> Path:
+        return self.pods / uid
+
+    def log_dir(self, namespace: str, name: str, uid: str) -> Path:
+        return self.logs / f"{namespace}_{name}_{uid}"
+
+
+def node_names() -> list[str]:
+    return [f"{NODE_PREFIX}-{i}" for i in range(NODE_COUNT)]
+
+
+def veth_name(uid: str) -> str:
+    return VETH_PREFIX + uid.replace("-", "")[:8]
