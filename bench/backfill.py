@@ -66,14 +66,17 @@ def submit_all(cluster: LocalSlurm, jobs: list[list[str]]) -> tuple[float, int]:
 
     def submit(args: list[str]) -> None:
         nonlocal retries
+        last = ""
         for attempt in range(8):
             try:
                 cluster.run("sbatch", "--parsable", "-Q", *args)
                 return
-            except SlurmCommandFailed:
+            except SlurmCommandFailed as err:
                 retries += 1
+                last = (err.stderr or "").strip()
                 time.sleep(0.5 * (attempt + 1))
-        raise RuntimeError("sbatch refused 8 times in a row")
+        cluster.check_alive()  # a dead slurmctld says so, with its log
+        raise RuntimeError(f"sbatch refused 8 times in a row: {last}")
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -154,7 +157,17 @@ def main() -> int:
     parser.add_argument("--variants", default="slurmkube,default")
     args = parser.parse_args()
     for variant in args.variants.split(","):
-        print(json.dumps(run_variant(variant, args.jobs, args.seed)), flush=True)
+        try:
+            result = run_variant(variant, args.jobs, args.seed)
+        except (RuntimeError, SlurmCommandFailed) as err:
+            # A variant that cannot take the load is a result too, not a crash of the bench.
+            result = {
+                "bench": "backfill",
+                "variant": variant,
+                "jobs_queued": args.jobs,
+                "error": str(err)[-2000:],
+            }
+        print(json.dumps(result), flush=True)
     return 0
 
 
