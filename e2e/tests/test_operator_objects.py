@@ -20,7 +20,7 @@ import yaml
 
 from slurmkube.render.hostlist import expand
 from slurmkube_e2e.kube import Kube
-from slurmkube_e2e.waiting import wait_for, wait_for_list
+from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
@@ -109,8 +109,16 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
     fleet = [n for n in gpu_nodes if n["metadata"]["labels"].get("e2e.slurmkube.io/fleet") == "gpu"]
     assert "PartitionName=gpu Nodes=gpu-000-[00-03],gpu-001-[00-03]" in slurm_conf
     assert config["data"]["topology.conf"].count("BlockName=") == 2
-    sts = kube.get("apps/v1", "StatefulSet", "gpu-slurmctld", namespace=namespace)
-    assert sts is not None
+    # Objects are applied one after another: wait for each, never assume the order.
+    sts = wait_for(
+        kube,
+        "apps/v1",
+        "StatefulSet",
+        "gpu-slurmctld",
+        lambda o: o is not None,
+        namespace=namespace,
+        timeout=60,
+    )
     assert sts["metadata"]["ownerReferences"][0]["kind"] == "SlurmCluster"
     pods = wait_for_list(
         kube,
@@ -217,3 +225,32 @@ def test_relabelled_node_moves_block_in_the_rendered_topology(
         print(f"label patch -> rendered topology.conf: {latency:.2f}s")
     finally:
         kube.patch("v1", "Node", node, {"metadata": {"labels": {"nvidia.com/gpu.clique": old}}})
+
+
+def test_kueue_topology_and_flavors_follow_the_cluster(
+    kube: Kube, operator: None, namespace: str
+) -> None:
+    for doc in _docs(namespace):
+        kube.apply(doc)
+    name = f"{namespace}-gpu"
+    topology = wait_for(
+        kube, "kueue.x-k8s.io/v1beta2", "Topology", name, lambda o: o is not None, timeout=60
+    )
+    assert [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]] == [
+        "topology.slurmkube.io/spine",
+        "topology.slurmkube.io/leaf",
+        "nvidia.com/gpu.clique",
+        "kubernetes.io/hostname",
+    ]
+    flavor = wait_for(
+        kube,
+        "kueue.x-k8s.io/v1beta2",
+        "ResourceFlavor",
+        f"{name}-gpu",
+        lambda o: o is not None,
+        timeout=60,
+    )
+    assert flavor["spec"]["topologyName"] == name
+    assert flavor["spec"]["nodeLabels"] == {"e2e.slurmkube.io/fleet": "gpu"}
+    kube.delete(API, "SlurmCluster", "gpu", namespace=namespace)
+    wait_gone(kube, "kueue.x-k8s.io/v1beta2", "Topology", name, timeout=60)

@@ -7,6 +7,8 @@ import logging
 from collections import Counter
 from typing import Any
 
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.kube.client import Kube
@@ -48,6 +50,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     for name in plan.delete_pods:
         kube.delete("v1", "Pod", name, namespace)
         kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
+    conditions.append(_apply_kueue(kube, plan))
     conditions += _reconfigure(kube, snap, plan)
     conditions.append(
         Condition(
@@ -58,6 +61,27 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         )
     )
     return conditions
+
+
+def _apply_kueue(kube: Kube, plan: Plan) -> Condition:
+    """The same topology for Kueue's TAS; skipped (and said) where Kueue is not installed."""
+    try:
+        for obj in plan.kueue_objects:
+            kube.apply(obj)
+    except ResourceNotFoundError:
+        return Condition(
+            "KueueTopologyApplied",
+            False,
+            "KueueNotInstalled",
+            "kueue.x-k8s.io/v1beta2 Topology/ResourceFlavor not served",
+        )
+    flavors = len(plan.kueue_objects) - 1
+    return Condition(
+        "KueueTopologyApplied",
+        True,
+        "Applied",
+        f"Topology {plan.kueue_objects[0]['metadata']['name']}, {flavors} flavors",
+    )
 
 
 def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
@@ -114,7 +138,8 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         states["drain" if view.drain else "allocated" if view.busy else "idle"] += 1
     all_members = {n for nodes in plan.desired.values() for n in nodes}
     ready = all(c.status for c in conditions if c.type in ("ConfigApplied", "SlurmReachable"))
-    degraded = [c for c in conditions if not c.status]
+    # Kueue is optional: its absence is reported, not a degradation.
+    degraded = [c for c in conditions if not c.status and c.reason != "KueueNotInstalled"]
     conditions = [
         *conditions,
         Condition(

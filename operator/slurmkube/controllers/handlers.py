@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.apply import apply_plan, write_status
@@ -70,6 +71,20 @@ def cleanup(**_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
 def cluster_event(namespace: str | None, name: str, **_: Any) -> None:
     State.dirty.add((namespace or "default", name))
+
+
+@kopf.on.delete(GROUP, VERSION, "slurmclusters")
+def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
+    """Namespaced objects go by owner references; the cluster-scoped Kueue ones by label."""
+    kube = _kube()
+    selector = f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={namespace or 'default'}"
+    for kind in ("Topology", "ResourceFlavor"):
+        try:
+            objects = kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)
+        except ResourceNotFoundError:
+            continue
+        for obj in objects:
+            kube.delete("kueue.x-k8s.io/v1beta2", kind, obj["metadata"]["name"], None)
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")

@@ -33,6 +33,7 @@ from slurmkube.render.kubernetes import (
     slurmd_pod,
 )
 from slurmkube.topology.fleet import FleetNode
+from slurmkube.topology.kueue import kueue_topology, resource_flavors
 from slurmkube.topology.model import FleetTopology
 
 
@@ -89,6 +90,8 @@ class Plan:
     conditions: tuple[Condition, ...] = ()
     # Per NodeSet: the nodes that should run slurmd.
     desired: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
+    kueue_objects: tuple[Manifest, ...] = ()
 
 
 DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
@@ -147,7 +150,24 @@ def plan_cluster(observed: Observed) -> Plan:
         delete_pods=tuple(delete),
         desired=desired,
         conditions=_topology_conditions(config.topology),
+        kueue_objects=_kueue_objects(bundle),
     )
+
+
+def kueue_name(bundle: ClusterBundle) -> str:
+    """Cluster-scoped names carry the namespace: two namespaces may hold a `gpu` cluster."""
+    cluster = bundle.cluster
+    return f"{cluster.metadata.namespace or 'default'}-{cluster.metadata.name}"
+
+
+def _kueue_objects(bundle: ClusterBundle) -> tuple[Manifest, ...]:
+    name = kueue_name(bundle)
+    topology = kueue_topology(name, bundle.cluster.spec.topology)
+    topology["metadata"]["labels"] |= {
+        wk.LABEL_CLUSTER: bundle.cluster.metadata.name,
+        "slurmkube.io/namespace": bundle.cluster.metadata.namespace or "default",
+    }
+    return (topology, *resource_flavors(bundle, name, prefix=name))
 
 
 def _topology_conditions(topology: FleetTopology) -> tuple[Condition, ...]:

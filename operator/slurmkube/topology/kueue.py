@@ -33,7 +33,9 @@ def kueue_topology(name: str, spec: TopologySpec) -> dict[str, Any]:
     }
 
 
-def resource_flavors(bundle: ClusterBundle, topology_name: str) -> list[dict[str, Any]]:
+def resource_flavors(
+    bundle: ClusterBundle, topology_name: str, prefix: str | None = None
+) -> list[dict[str, Any]]:
     """One flavor per NodeSet: its `matchLabels` become the flavor's nodeLabels.
 
     Kueue flavors select nodes by labels only, so `matchExpressions` of a
@@ -44,11 +46,13 @@ def resource_flavors(bundle: ClusterBundle, topology_name: str) -> list[dict[str
     for ns in bundle.node_sets:
         selector = ns.spec.node_selector
         metadata: dict[str, Any] = {
-            "name": f"{bundle.cluster.metadata.name}-{ns.metadata.name}",
+            # Flavors are cluster-scoped: the operator passes "<namespace>-<cluster>".
+            "name": f"{prefix or bundle.cluster.metadata.name}-{ns.metadata.name}",
             "labels": {
                 "app.kubernetes.io/managed-by": "slurmkube",
                 "slurmkube.io/cluster": bundle.cluster.metadata.name,
                 "slurmkube.io/nodeset": ns.metadata.name,
+                "slurmkube.io/namespace": bundle.cluster.metadata.namespace or "default",
             },
         }
         if selector.match_expressions:
