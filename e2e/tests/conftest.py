@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -75,3 +77,50 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=name, timeout=30)
     yield name
     kube.delete("v1", "Namespace", name)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        kube.apply(yaml.safe_load(path.read_text()))
+    kube._dynamic.resources.invalidate_cache()
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = dict(
+        os.environ,
+        KUBECONFIG=str(kubeconfig),
+        SLURMKUBE_OPERATOR_NAMESPACE="default",
+        # The operator runs on the host, outside cluster DNS: it dials pod IPs.
+        SLURMKUBE_POD_IP_ENDPOINTS="1",
+        # The local runtime refreshes ConfigMap volumes every 5 s, not kubelet's minute.
+        SLURMKUBE_CONFIG_PROPAGATION_SECONDS="12",
+    )
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slurmkube.cli",
+                "operator",
+                "--all-namespaces",
+                "--health-port",
+                "0",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if proc.returncode not in (0, -15):
+            print(log.read_text()[-4000:])

@@ -7,16 +7,11 @@ also checks that, without Slurm to ask, scale-in deletes no slurmd pod.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from slurmkube.render.hostlist import expand
 from slurmkube_e2e.kube import Kube
@@ -26,42 +21,6 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 API = "slurmkube.io/v1alpha1"
-
-
-@pytest.fixture(scope="module")
-def operator(
-    kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
-    kube._dynamic.resources.invalidate_cache()
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), SLURMKUBE_OPERATOR_NAMESPACE="default")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "slurmkube.cli",
-                "operator",
-                "--all-namespaces",
-                "--health-port",
-                "0",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if proc.returncode not in (0, -15):
-            print(log.read_text()[-4000:])
 
 
 def _docs(namespace: str, replicas: int | None = None) -> list[dict[str, Any]]:

@@ -198,17 +198,38 @@ class TopologySpec(_Model):
     block_size: int | None = Field(None, ge=1, le=4096, alias="blockSize")
 
 
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+
+
 class PersistenceSpec(_Model):
     """slurmctld's StateSaveLocation on a PersistentVolumeClaim."""
 
+    enabled: bool = True
+    """false: state on an emptyDir (lost with the pod; for tests and throw-away clusters)."""
     size: str = Field("10Gi", json_schema_extra={"pattern": r"^[0-9]+(Ki|Mi|Gi|Ti)$"})
     storage_class_name: str | None = Field(None, alias="storageClassName")
 
 
 class ControllerSpec(_Model):
     persistence: PersistenceSpec = Field(default_factory=PersistenceSpec)
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    """Where slurmctld and slurmrestd pods run (CPU nodes, usually)."""
+    tolerations: list[Toleration] = Field(default_factory=list)
     backup: bool = False
     """Run a backup slurmctld (a second SlurmctldHost) sharing the state volume."""
+
+
+class SlurmdSpec(_Model):
+    cgroups: bool = True
+    """proctrack/cgroup and task/cgroup (cgroup.conf); false: linuxproc, no task plugin."""
+    config_overrides: bool = Field(False, alias="configOverrides")
+    """SlurmdParameters=config_overrides: trust slurm.conf's CPUs/memory over what slurmd
+    detects. Only for simulated or test nodes; real nodes should report what they have."""
 
 
 class RestApiSpec(_Model):
@@ -273,6 +294,7 @@ class SlurmClusterSpec(_Model):
     """The slurm image (slurmctld, slurmd, slurmrestd, sackd entrypoints)."""
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
     rest_api: RestApiSpec = Field(default_factory=RestApiSpec, alias="restApi")
+    slurmd: SlurmdSpec = Field(default_factory=SlurmdSpec)
     accounting: AccountingSpec = Field(default_factory=AccountingSpec)
     login: LoginSpec = Field(default_factory=LoginSpec)
     auth: AuthSpec = Field(default_factory=AuthSpec)
@@ -343,14 +365,6 @@ class SlurmCluster(_Model):
 
 
 # --- NodeSet --------------------------------------------------------------------------
-
-
-class Toleration(_Model):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
 
 
 class UpdateStrategy(_Model):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import time
 from collections import Counter
 from typing import Any
 
@@ -12,7 +14,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.kube.client import Kube
-from slurmkube.render.cluster import Condition, Plan, undrain_candidates
+from slurmkube.render.cluster import Condition, Plan, SlurmNodeView, undrain_candidates
 from slurmkube.render.kubernetes import slurmd_selector
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
@@ -84,6 +86,21 @@ def _apply_kueue(kube: Kube, plan: Plan) -> Condition:
     )
 
 
+# A changed ConfigMap reaches the slurmctld pod's volume only after the kubelet's
+# next sync (about a minute; configMapAndSecretChangeDetectionStrategy). Before
+# that `scontrol reconfigure` would re-read the old files, so it is issued once,
+# after this window. Once, because each reconfigure re-executes slurmctld's
+# internals, and a job ending meanwhile was seen stuck in COMPLETING.
+PROPAGATION_SECONDS = float(os.environ.get("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "90"))
+_first_seen: dict[str, float] = {}
+
+
+def propagation_left(config_hash: str) -> float:
+    """Seconds until a config first seen now is reconfigured (0 when due)."""
+    first = _first_seen.get(config_hash)
+    return 0.0 if first is None else max(0.0, PROPAGATION_SECONDS - (time.monotonic() - first))
+
+
 def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     """`scontrol reconfigure` (through slurmrestd) when the config hash changed; never a restart."""
     assert plan.rendered is not None
@@ -95,6 +112,18 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         return [
             Condition(
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
+            )
+        ]
+    now = time.monotonic()
+    left = PROPAGATION_SECONDS - (now - _first_seen.setdefault(wanted, now))
+    if left > 0:
+        return [
+            Condition(
+                "ConfigApplied",
+                False,
+                "Propagating",
+                f"config {wanted[:12]}: scontrol reconfigure in {left:.0f}s, once the "
+                "ConfigMap has reached the slurmctld pod",
             )
         ]
     try:
@@ -129,6 +158,10 @@ def _conditions(
     return out
 
 
+def _responding(view: SlurmNodeView | None) -> bool:
+    return view is not None and view.responding
+
+
 def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condition]) -> None:
     cluster_obj = snap.cluster_obj
     meta = cluster_obj["metadata"]
@@ -137,7 +170,23 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     for view in slurm_nodes.values():
         states["drain" if view.drain else "allocated" if view.busy else "idle"] += 1
     all_members = {n for nodes in plan.desired.values() for n in nodes}
-    ready = all(c.status for c in conditions if c.type in ("ConfigApplied", "SlurmReachable"))
+    # Ready means Slurm can use every node it should have: each desired node answers.
+    missing = sorted(n for n in all_members if not _responding(slurm_nodes.get(n)))
+    conditions = [
+        *conditions,
+        Condition(
+            "NodesRegistered",
+            not missing,
+            "AllRegistered" if not missing else "Waiting",
+            f"{len(all_members) - len(missing)}/{len(all_members)} slurmd registered"
+            + (f"; waiting for {', '.join(missing[:10])}" if missing else ""),
+        ),
+    ]
+    ready = all(
+        c.status
+        for c in conditions
+        if c.type in ("ConfigApplied", "SlurmReachable", "NodesRegistered")
+    )
     # Kueue is optional: its absence is reported, not a degradation.
     degraded = [c for c in conditions if not c.status and c.reason != "KueueNotInstalled"]
     conditions = [

@@ -20,7 +20,7 @@ import kopf
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube.api import well_known as wk
-from slurmkube.controllers.apply import apply_plan, write_status
+from slurmkube.controllers.apply import apply_plan, propagation_left, write_status
 from slurmkube.controllers.observe import observe
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
@@ -39,6 +39,8 @@ class _OperatorState:
     dirty: set[tuple[str, str]] = field(default_factory=set)
     last: dict[tuple[str, str], float] = field(default_factory=dict)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    # When a cluster wants its next reconcile anyway (a pending reconfigure).
+    wake: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 State = _OperatorState()
@@ -115,7 +117,11 @@ def node_event(**_: Any) -> None:
 async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
     key = (namespace or "default", name)
     State.last.setdefault(key, 0.0)
-    due = time.monotonic() - State.last[key] > RESYNC_SECONDS
+    now = time.monotonic()
+    woken = now >= State.wake.get(key, float("inf"))
+    if woken:
+        del State.wake[key]
+    due = woken or now - State.last[key] > RESYNC_SECONDS
     if key not in State.dirty and not due:
         return
     if State.lease is None or not State.lease.is_leader:
@@ -138,6 +144,9 @@ def reconcile(namespace: str, name: str) -> None:
     plan = plan_cluster(snap.observed)
     conditions = apply_plan(kube, snap, plan)
     write_status(kube, snap, plan, conditions)
+    if plan.rendered and any(c.reason == "Propagating" for c in conditions):
+        # Come back when the window ends, not at the next resync.
+        State.wake[(namespace, name)] = time.monotonic() + propagation_left(plan.rendered.hash)
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
         namespace,

@@ -83,7 +83,10 @@ def names_of(cluster: SlurmCluster) -> ClusterNames:
 def deployment_context(cluster: SlurmCluster) -> RenderContext:
     """Paths and hosts of the daemons in slurmkube's pods."""
     names = names_of(cluster)
+    slurmd = cluster.spec.slurmd
     return RenderContext(
+        cgroups=slurmd.cgroups,
+        config_overrides=slurmd.config_overrides,
         controller_host=names.controller_pod,
         controller_addr=names.controller_fqdn,
         config_dir=wk.CONFIG_DIR,
@@ -170,9 +173,21 @@ def _container(
         "args": list(args),
         "ports": [{"name": p, "containerPort": n, "protocol": "TCP"} for p, n in ports],
         "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],
+        # Explicit, so a Slurm build with another sysconfdir reads the same file.
+        "env": [{"name": "SLURM_CONF", "value": f"{wk.CONFIG_DIR}/slurm.conf"}],
         "readinessProbe": {"tcpSocket": {"port": ports[0][1]}, "periodSeconds": 5}
         if ports
         else None,
+    }
+
+
+def _placement(cluster: SlurmCluster) -> Manifest:
+    controller = cluster.spec.controller
+    return {
+        "nodeSelector": dict(controller.node_selector),
+        "tolerations": [
+            t.model_dump(by_alias=True, exclude_none=True) for t in controller.tolerations
+        ],
     }
 
 
@@ -200,6 +215,10 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
         cluster, "slurmctld", ["slurmctld", "-D"], [("slurmctld", wk.SLURMCTLD_PORT)]
     )
     container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
+    volumes = [_slurm_etc(cluster)]
+    claims: list[Manifest] = []
+    if not spec.persistence.enabled:
+        volumes.append({"name": names.state, "emptyDir": {}})
     claim: Manifest = {
         "metadata": {"name": names.state},
         "spec": {
@@ -209,6 +228,8 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
     }
     if spec.persistence.storage_class_name:
         claim["spec"]["storageClassName"] = spec.persistence.storage_class_name
+    if spec.persistence.enabled:
+        claims.append(claim)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -221,24 +242,29 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
                 "metadata": {"labels": labels(cluster, "slurmctld")},
                 "spec": {
                     "containers": [container],
-                    "volumes": [_slurm_etc(cluster)],
+                    "volumes": volumes,
                     "terminationGracePeriodSeconds": 60,
+                    **_placement(cluster),
                     # slurmctld runs as SlurmUser slurm (uid/gid 401 in the image).
                     "securityContext": {"fsGroup": SLURM_GID},
                 },
             },
-            "volumeClaimTemplates": [claim],
+            "volumeClaimTemplates": claims,
         },
     }
 
 
 def restapi_deployment(cluster: SlurmCluster) -> Manifest:
     names = names_of(cluster)
-    container = _container(
-        cluster, "slurmrestd", ["slurmrestd"], [("slurmrestd", wk.SLURMRESTD_PORT)]
-    )
+    # Only the openapi plugins whose daemons exist: the default set needs slurmdbd
+    # and slurmrestd exits without it. JWT only: pods share no UNIX socket.
+    plugins = "openapi/slurmctld" + (",openapi/slurmdbd" if cluster.spec.accounting.enabled else "")
+    args = ["slurmrestd", "-a", "rest_auth/jwt", "-s", plugins, f"0.0.0.0:{wk.SLURMRESTD_PORT}"]
+    container = _container(cluster, "slurmrestd", args, [("slurmrestd", wk.SLURMRESTD_PORT)])
     # slurmrestd refuses to run as root or as SlurmUser: its own user (402).
     container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}
+    # auth/jwt as its primary plugin, so each client's token is what slurmctld sees.
+    container["env"].append({"name": "SLURM_JWT", "value": "daemon"})
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -252,6 +278,7 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
                     "containers": [container],
                     "volumes": [_slurm_etc(cluster)],
                     "securityContext": {"fsGroup": RESTD_UID},
+                    **_placement(cluster),
                 },
             },
         },
@@ -294,7 +321,9 @@ def slurmd_pod(
             "requests": {wk.RESOURCE_GPU: str(gpus)},
             "limits": {wk.RESOURCE_GPU: str(gpus)},
         }
-    # Configless slurmd fetches slurm.conf itself; it needs only the key.
+    # Configless slurmd fetches slurm.conf itself; it needs only the key, and
+    # SLURM_SACK_KEY makes it use auth/slurm before it has any config.
+    container["env"] = [{"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"}]
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]

@@ -288,6 +288,8 @@ class PodWorker:
         root.mkdir(parents=True, exist_ok=True)
         self.pod_dir.chmod(0o700)
         pod = self.pod_with_ip()
+        # securityContext.fsGroup: volume files belong to that group, as kubelet does it.
+        fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
         for volume in self.pod["spec"].get("volumes") or []:
             files = podspec.volume_files(pod, volume, self.lookup)
             folder = root / volume["name"]
@@ -296,7 +298,7 @@ class PodWorker:
                     folder.mkdir(mode=0o777)
                     folder.chmod(0o777)
                 continue
-            _sync_files(folder, files)
+            _sync_files(folder, files, fs_group)
         binds: dict[str, sandbox.VolumeBind] = {}
         for c in self._all():
             for m in c.spec.get("volumeMounts") or []:
@@ -598,7 +600,7 @@ def _port(container: Manifest, port: int | str) -> int:
     raise SpecError(f"container {container['name']} has no port named {port!r}")
 
 
-def _sync_files(folder: Path, files: list[podspec.VolumeFile]) -> None:
+def _sync_files(folder: Path, files: list[podspec.VolumeFile], gid: int | None = None) -> None:
     """Make folder hold exactly files (atomic per file), as kubelet's AtomicWriter ends up."""
     folder.mkdir(parents=True, exist_ok=True)
     wanted = set()
@@ -611,6 +613,8 @@ def _sync_files(folder: Path, files: list[podspec.VolumeFile]) -> None:
                 continue
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(f.data)
+        if gid is not None:
+            os.chown(tmp, 0, gid)
         tmp.chmod(f.mode)
         tmp.replace(path)
     for path in folder.rglob("*"):

@@ -194,6 +194,25 @@ def _copy_etc(etc: Path) -> None:
         "protocols: files\nservices: files\n"
     )
     (etc / "host.conf").write_text("multi on\n")
+    _add_image_users(etc)
+
+
+# The users images/slurm/Dockerfile creates: slurmkube's pods run slurmctld as
+# SlurmUser slurm and slurmrestd as its own user, so the stand-in image has them too.
+IMAGE_USERS = (("slurm", 401, "/var/lib/slurm"), ("slurmrestd", 402, "/nonexistent"))
+
+
+def _add_image_users(etc: Path) -> None:
+    passwd, group = etc / "passwd", etc / "group"
+    users = passwd.read_text() if passwd.exists() else ""
+    groups = group.read_text() if group.exists() else ""
+    for name, uid, home in IMAGE_USERS:
+        if f"\n{name}:" not in f"\n{users}":
+            users += f"{name}:x:{uid}:{uid}::{home}:/usr/sbin/nologin\n"
+        if f"\n{name}:" not in f"\n{groups}":
+            groups += f"{name}:x:{uid}:\n"
+    passwd.write_text(users)
+    group.write_text(groups)
 
 
 def write_etc_file(rootfs: Path, name: str, text: str) -> None:

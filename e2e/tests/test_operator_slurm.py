@@ -1,0 +1,201 @@
+"""The operator's pods run the real Slurm daemons (local pod runtime): the SlurmCluster
+becomes Ready with the right node counts, sinfo in the slurmctld pod shows the
+NodeSet's nodes idle with their GPUs, a gang job runs inside one NVLink block,
+a partition change reconfigures slurmctld in place, and scale-in waits for the
+running job before it removes the slurmd pod.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
+
+pytestmark = pytest.mark.e2e
+
+API = "slurmkube.io/v1alpha1"
+LOCAL = {"e2e.slurmkube.io/runtime": "local"}
+TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def docs(namespace: str, replicas: int = 4, max_time: str = "1-00:00:00") -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": API,
+            "kind": "SlurmCluster",
+            "metadata": {"name": "local", "namespace": namespace},
+            "spec": {
+                "controller": {
+                    "persistence": {"enabled": False},  # the local runtime has no PVs
+                    "nodeSelector": LOCAL,
+                    "tolerations": TOLERATE,
+                },
+                # One 2-core host plays eight 16-core nodes.
+                "slurmd": {"cgroups": False, "configOverrides": True},
+                "topology": {"blockSize": 4},
+                "partitions": [
+                    {"name": "gpu", "nodeSets": ["local"], "default": True, "maxTime": max_time}
+                ],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "NodeSet",
+            "metadata": {"name": "local", "namespace": namespace},
+            "spec": {
+                "clusterRef": "local",
+                "nodeSelector": {"matchLabels": LOCAL},
+                "tolerations": TOLERATE,
+                "memoryReservedMiB": 1024,
+                "replicas": replicas,
+            },
+        },
+    ]
+
+
+def in_ctld(namespace: str, *argv: str) -> str:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurmkube_e2e",
+            "exec",
+            "-n",
+            namespace,
+            "local-slurmctld-0",
+            "--",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{argv}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def job_state(namespace: str, job: str) -> tuple[str, str]:
+    out = in_ctld(namespace, "scontrol", "-o", "show", "job", job)
+    state = re.search(r"JobState=(\S+)", out)
+    nodes = re.search(r" NodeList=(\S+)", out)
+    return (state.group(1) if state else "?"), (nodes.group(1) if nodes else "")
+
+
+def wait_job(namespace: str, job: str, states: set[str], timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state, nodes = job_state(namespace, job)
+        if state in states:
+            return nodes
+        time.sleep(1)
+    raise AssertionError(f"job {job} is {state}, wanted {states}")
+
+
+def ready_cluster(kube: Kube, namespace: str) -> dict[str, Any]:
+    return wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda o: has_condition(o, "Ready"),
+        namespace=namespace,
+        timeout=180,
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm(kube: Kube, operator: None) -> Iterator[str]:
+    """One cluster for the module: the local nodes' GPUs hold one set of slurmd pods."""
+    namespace = f"e2e-operator-slurm-{secrets.token_hex(2)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    for doc in docs(namespace):
+        kube.apply(doc)
+    ready_cluster(kube, namespace)
+    yield namespace
+    kube.delete("v1", "Namespace", namespace)
+    wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+
+
+def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
+    kube: Kube, slurm: str
+) -> None:
+    cluster = kube.get(API, "SlurmCluster", "local", namespace=slurm)
+    assert cluster is not None
+    assert cluster["status"]["nodes"]["total"] == 4
+    rows = in_ctld(slurm, "sinfo", "-h", "-N", "-o", "%N %T %G").split("\n")
+    states = {r.split()[0]: r.split()[1:] for r in rows if r.strip()}
+    # Four slurmd pods (replicas: 4) register idle; the rest stay CLOUD, powered down.
+    assert [n for n, s in states.items() if s == ["idle", "gpu:gb200:4"]] == [
+        f"local-{i}" for i in range(4)
+    ]
+    assert all(s[0] == "idle~" for n, s in states.items() if n >= "local-4")
+
+
+def test_gang_job_runs_inside_one_block_on_operator_pods(kube: Kube, slurm: str) -> None:
+    out = in_ctld(
+        slurm,
+        "sbatch",
+        "--parsable",
+        "-N4",
+        "--segment=4",
+        "--gres=gpu:4",
+        "--wrap",
+        "srun hostname",
+    )
+    nodes = wait_job(slurm, out.strip(), {"COMPLETED"})
+    assert nodes == "local-[0-3]"
+
+
+def test_partition_change_reconfigures_in_place(kube: Kube, slurm: str) -> None:
+    before = kube.get(API, "SlurmCluster", "local", namespace=slurm)
+    pod = kube.get("v1", "Pod", "local-slurmctld-0", namespace=slurm)
+    assert before is not None and pod is not None
+    job = in_ctld(slurm, "sbatch", "--parsable", "-N1", "--wrap", "sleep 60").strip()
+    wait_job(slurm, job, {"RUNNING"})
+    kube.apply(docs(slurm, max_time="2-00:00:00")[0])
+    after = wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda o: (
+            (o.get("status") or {}).get("configHash") not in (None, before["status"]["configHash"])
+        ),
+        namespace=slurm,
+        timeout=120,
+    )
+    assert has_condition(after, "ConfigApplied")
+    # slurmctld re-read its config in place: the new MaxTime, same pod, the job alive.
+    assert "MaxTime=2-00:00:00" in in_ctld(slurm, "scontrol", "show", "partition", "gpu")
+    now = kube.get("v1", "Pod", "local-slurmctld-0", namespace=slurm)
+    assert now is not None and now["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert job_state(slurm, job)[0] == "RUNNING"
+    in_ctld(slurm, "scancel", job)
+
+
+def test_scale_in_waits_for_the_running_job_then_removes_the_pod(kube: Kube, slurm: str) -> None:
+    job = in_ctld(
+        slurm, "sbatch", "--parsable", "-N1", "-w", "local-3", "--wrap", "sleep 15"
+    ).strip()
+    wait_job(slurm, job, {"RUNNING"})
+    node_set = docs(slurm, replicas=3)[1]
+    kube.apply(node_set)
+    time.sleep(8)
+    # Draining, not deleted, while the job runs.
+    assert kube.get("v1", "Pod", "local-local-3", namespace=slurm) is not None
+    assert "drain" in in_ctld(slurm, "sinfo", "-h", "-n", "local-3", "-o", "%T")
+    wait_job(slurm, job, {"COMPLETED"}, timeout=60)
+    wait_gone(kube, "v1", "Pod", "local-local-3", namespace=slurm, timeout=90)
+    assert job_state(slurm, job)[0] == "COMPLETED"
