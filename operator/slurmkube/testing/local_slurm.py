@@ -19,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -310,8 +310,13 @@ def start_local_slurm(
     start_slurmd: Sequence[str] | None = None,
     rest: bool = True,
     root: Path | None = None,
+    edit_slurm_conf: Callable[[str], str] | None = None,
 ) -> Iterator[LocalSlurm]:
-    """Render `bundle` for `nodes`, start the daemons, yield, and stop them by PID."""
+    """Render `bundle` for `nodes`, start the daemons, yield, and stop them by PID.
+
+    `edit_slurm_conf` changes the rendered slurm.conf before slurmctld starts
+    (benchmarks compare slurmkube's settings with Slurm's defaults this way).
+    """
     prefix = slurm_prefix()
     if not (prefix / "sbin" / "slurmctld").exists():
         raise SlurmNotBuilt(f"no Slurm build at {prefix}; run `make slurm`")
@@ -350,6 +355,9 @@ def start_local_slurm(
     os.chmod(workdir / "etc" / "slurm.key", 0o600)
     os.chmod(workdir / "etc" / "jwt.key", 0o600)
     cluster.write_config(config)
+    if edit_slurm_conf is not None:
+        conf = workdir / "etc" / "slurm.conf"
+        conf.write_text(edit_slurm_conf(conf.read_text()))
     os.environ["SLURM_SACK_KEY"] = str(workdir / "etc" / "slurm.key")
     try:
         cluster._spawn("slurmctld", [str(prefix / "sbin" / "slurmctld"), "-D", "-i"])
