@@ -50,12 +50,11 @@ def _docs(namespace: str, replicas: int | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
-    kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
-) -> None:
+def apply_cluster(kube: Kube, namespace: str) -> dict[str, Any]:
+    """Apply the cluster and its NodeSet; return the operator's rendered ConfigMap."""
     for doc in _docs(namespace):
         kube.apply(doc)
-    config = wait_for(
+    return wait_for(
         kube,
         "v1",
         "ConfigMap",
@@ -64,6 +63,12 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
         namespace=namespace,
         timeout=60,
     )
+
+
+def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
+    kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
+) -> None:
+    config = apply_cluster(kube, namespace)
     slurm_conf = config["data"]["slurm.conf"]
     fleet = [n for n in gpu_nodes if n["metadata"]["labels"].get("e2e.slurmkube.io/fleet") == "gpu"]
     assert "PartitionName=gpu Nodes=gpu-000-[00-03],gpu-001-[00-03]" in slurm_conf
@@ -138,17 +143,7 @@ def test_without_slurm_scale_in_deletes_no_slurmd_pod(
 def test_relabelled_node_moves_block_in_the_rendered_topology(
     kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
 ) -> None:
-    for doc in _docs(namespace):
-        kube.apply(doc)
-    config = wait_for(
-        kube,
-        "v1",
-        "ConfigMap",
-        "gpu-slurm-config",
-        lambda o: o is not None,
-        namespace=namespace,
-        timeout=60,
-    )
+    config = apply_cluster(kube, namespace)
     before = config["data"]["topology.conf"]
     node = "gpu-000-00"
     original = next(n for n in gpu_nodes if n["metadata"]["name"] == node)
