@@ -18,6 +18,21 @@ STAMP="$PREFIX/.slurmkube-built"
 
 log() { printf 'slurm-build: %s\n' "$*" >&2; }
 
+# What the local Slurm fixtures and the local pod runtime run besides Slurm:
+# unshare/setpriv/mount (private /run per daemon, pod namespaces), ip (pod network),
+# useradd (slurmrestd's user). Checked even when the build is cached.
+RUNTIME_DEPS=(util-linux mount iproute2 procps passwd)
+need=()
+for p in "${RUNTIME_DEPS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if ((${#need[@]})); then
+  log "installing runtime dependencies: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
 if [[ -f "$STAMP" && -x "$PREFIX/sbin/slurmctld" ]]; then
   log "already built at $PREFIX"
   exit 0
