@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from slurmkube.render.hostlist import expand
+from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from slurmkube.api.documents import parse_cluster, parse_nodes
-from slurmkube.render.hostlist import expand
+from slurmkube.slurm.hostlist import expand
 from slurmkube.testing.local_slurm import LocalSlurm, start_local_slurm
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -25,11 +25,11 @@ def _section(title: str, body: str) -> None:
     print(f"\n=== {title}\n{body.rstrip()}")
 
 
-def _job_nodes(cluster: LocalSlurm, job_id: str) -> tuple[str, list[str]]:
+def _job_nodes(cluster: LocalSlurm, job_id: str) -> tuple[str, tuple[str, ...]]:
     out = cluster.run("scontrol", "-o", "show", "job", job_id)
     state = re.search(r"JobState=(\S+)", out)
     nodes = re.search(r" NodeList=(\S+)", out)
-    return (state.group(1) if state else "?"), expand(nodes.group(1)) if nodes else []
+    return (state.group(1) if state else "?"), expand(nodes.group(1)) if nodes else ()
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from slurmkube.render.hostlist import expand
+from slurmkube.slurm.hostlist import expand
 from slurmkube.testing.builders import CLUSTER_UUID, NodeBuilder
 from slurmkube.testing.local_slurm import LocalSlurm
 from tests.integration.conftest import (

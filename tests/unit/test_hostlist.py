@@ -5,7 +5,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmkube.render.hostlist import compress, expand
+from slurmkube.render.hostlist import compress
+from slurmkube.slurm.hostlist import expand
 
 name = st.builds(
     lambda prefix, n, width: f"{prefix}{str(n).zfill(width)}",

@@ -4,6 +4,8 @@ Slurm's parser accepts plain comma lists too, but 10,000-node lines are
 unreadable and slow to diff; compressed ranges keep each line short and make
 a change to one node touch one range. Only a trailing run of digits is ranged,
 and zero padding is kept (Slurm ranges preserve the width of the bounds).
+The inverse, `expand`, lives with the Slurm adapter (`slurmkube.slurm.hostlist`),
+which reads Slurm's compressed node lists.
 """
 
 from __future__ import annotations
@@ -73,46 +75,3 @@ def _ranges(numbers: list[int], width: int) -> list[str]:
 def _range(lo: int, hi: int, width: int) -> str:
     first = str(lo).zfill(width)
     return first if lo == hi else f"{first}-{str(hi).zfill(width)}"
-
-
-_BRACKET = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
-
-
-def expand(expression: str) -> list[str]:
-    """Hostlist expression -> names, in expression order (used by tests and adapters)."""
-    names: list[str] = []
-    for part in _split_top_level(expression):
-        match = _BRACKET.match(part)
-        if match is None:
-            names.append(part)
-            continue
-        prefix, body, suffix = match.groups()
-        for item in body.split(","):
-            if "-" in item:
-                lo, hi = item.split("-", 1)
-                width = len(lo)
-                names.extend(
-                    f"{prefix}{str(i).zfill(width)}{suffix}" for i in range(int(lo), int(hi) + 1)
-                )
-            else:
-                names.append(f"{prefix}{item}{suffix}")
-    return names
-
-
-def _split_top_level(expression: str) -> list[str]:
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in expression:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    if current:
-        parts.append("".join(current))
-    return [p for p in parts if p]

@@ -2,10 +2,11 @@
 
 Slurm reports node lists of jobs and reservations compressed; controllers
 compare sets of names. `slurmkube.render.hostlist` compresses for config
-files; this is the inverse, kept here because the adapter may not import the
-renderer. Grammar from `src/common/hostlist.c`: comma-separated entries, each a
-prefix with bracketed ranges (several brackets multiply), ranges keep the
-zero padding of their lower bound.
+files; this is the one inverse (tests and the demo use it too), kept here
+because the adapter may not import the renderer. Grammar from
+`src/common/hostlist.c`: comma-separated entries, each a prefix with bracketed
+ranges (several brackets multiply), ranges keep the zero padding of their
+lower bound.
 """
 
 from __future__ import annotations
