@@ -25,7 +25,6 @@ from slurmkube.topology.fleet import FleetNode, fleet_node
 
 log = logging.getLogger(__name__)
 API = wk.API_VERSION
-_BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 
 @dataclass
@@ -57,7 +56,7 @@ def slurm_view(node: Node) -> SlurmNodeView:
     responding = not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & node.state)
     return SlurmNodeView(
         name=node.name,
-        busy=bool(_BUSY & node.state),
+        busy=node.busy,
         drain=node.drain,
         reason=node.reason,
         responding=responding,

@@ -61,10 +61,14 @@ class Node:
         return "DRAIN" in self.state
 
     @property
+    def busy(self) -> bool:
+        """A job runs or is being cleaned up there (ALLOCATED, MIXED or COMPLETING)."""
+        return bool(self.state & {"ALLOCATED", "MIXED", "COMPLETING"})
+
+    @property
     def drained(self) -> bool:
         """Drain requested and nothing left running: sinfo's `drained`."""
-        busy = {"ALLOCATED", "MIXED", "COMPLETING"}
-        return self.drain and not (self.state & busy)
+        return self.drain and not self.busy
 
     @property
     def draining(self) -> bool:
