@@ -14,7 +14,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurmkube_runtime.layout import SLOT
+
 LOOPBACK = "127.0.0.1"
+# SLURMKUBE_SLOT=N (0-9) shifts every port by 100*N, so several checkouts (one
+# per developer or worktree) can each run a cluster on the same machine; the
+# runtime's bridge and subnet follow the same slot.
+SLOT_PORT_STRIDE = 100
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,11 @@ class Ports:
     def all(self) -> dict[str, int]:
         return dict(vars(self))
 
+    @classmethod
+    def for_slot(cls, slot: int) -> Ports:
+        shift = SLOT_PORT_STRIDE * slot
+        return cls(**{name: port + shift for name, port in cls().all().items()})
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -49,7 +60,7 @@ class Layout:
         root = Path(__file__).resolve().parents[2]
         cache = Path(os.environ.get("SLURMKUBE_CACHE", Path.home() / ".cache" / "slurmkube"))
         run = Path(os.environ.get("SLURMKUBE_RUN", root / ".run"))
-        return cls(root=root, cache=cache, run=run, ports=Ports())
+        return cls(root=root, cache=cache, run=run, ports=Ports.for_slot(SLOT))
 
     @property
     def bin(self) -> Path:

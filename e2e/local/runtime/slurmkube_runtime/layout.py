@@ -3,7 +3,8 @@
 The agent, the `logs`/`exec` CLI and the make targets all read these, so they
 agree on where a pod's sandbox is. State lives in the checkout's git-ignored
 `.run/runtime/`. Every interface and address here is one the agent creates:
-the bridge `skbr0` with 10.250.0.1/24 and pod addresses from the same /24.
+the bridge `skbr<slot>` with 10.250.<slot>.1/24 and pod addresses from the same /24
+(slot: SLURMKUBE_SLOT, 0 by default).
 That subnet has no route off the machine (pods get only the connected route,
 the host does not forward), so nothing a pod does can reach another network.
 """
@@ -15,11 +16,22 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-BRIDGE = "skbr0"
-SUBNET = ipaddress.IPv4Network("10.250.0.0/24")
-BRIDGE_IP = ipaddress.IPv4Address("10.250.0.1")
-# Host ends of pod veths: "skv" + 8 hex digits of the pod UID (IFNAMSIZ is 16).
-VETH_PREFIX = "skv"
+
+def _slot() -> int:
+    # SLURMKUBE_SLOT (0-9): one bridge, /24 and port range (slurmkube_e2e.layout)
+    # per cluster slot, so clusters of several checkouts never share a link or port.
+    raw = os.environ.get("SLURMKUBE_SLOT", "0")
+    if not raw.isdigit() or not 0 <= int(raw) <= 9:
+        raise ValueError(f"SLURMKUBE_SLOT must be a digit 0-9, got {raw!r}")
+    return int(raw)
+
+
+SLOT = _slot()
+BRIDGE = f"skbr{SLOT}"
+SUBNET = ipaddress.IPv4Network(f"10.250.{SLOT}.0/24")
+BRIDGE_IP = SUBNET.network_address + 1
+# Host ends of pod veths: "skv" + slot + 8 hex digits of the pod UID (IFNAMSIZ is 16).
+VETH_PREFIX = f"skv{SLOT}"
 NODE_PREFIX = "local"
 NODE_COUNT = 8
 NODES_PER_CLIQUE = 4
