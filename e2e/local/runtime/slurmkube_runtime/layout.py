@@ -33,7 +33,8 @@ BRIDGE_IP = SUBNET.network_address + 1
 # Host ends of pod veths: "skv" + slot + 8 hex digits of the pod UID (IFNAMSIZ is 16).
 VETH_PREFIX = f"skv{SLOT}"
 NODE_PREFIX = "local"
-NODE_COUNT = 8
+# SLURMKUBE_RUNTIME_NODES: how many local nodes (8 by default; benchmarks use 64).
+NODE_COUNT = int(os.environ.get("SLURMKUBE_RUNTIME_NODES", "8"))
 NODES_PER_CLIQUE = 4
 GPUS_PER_NODE = 4
 # Steering (docs/local-runtime.md): local nodes carry this label and a NoSchedule

@@ -23,6 +23,7 @@ from slurmkube_runtime.layout import (
     AGENT_NAME,
     BRIDGE_IP,
     GPUS_PER_NODE,
+    NODE_COUNT,
     NODES_PER_CLIQUE,
     RUNTIME_LABEL,
     RUNTIME_LABEL_VALUE,
@@ -40,7 +41,11 @@ NODE_RESOURCES = {
     "ephemeral-storage": "100Gi",
     fleet.GPU_RESOURCE: str(GPUS_PER_NODE),
 }
-_SPEC = fleet.FleetSpec(name="local", nvl_domains=2, nodes_per_domain=NODES_PER_CLIQUE)
+_SPEC = fleet.FleetSpec(
+    name="local",
+    nvl_domains=-(-NODE_COUNT // NODES_PER_CLIQUE),
+    nodes_per_domain=NODES_PER_CLIQUE,
+)
 
 
 def now() -> str:
