@@ -39,6 +39,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("slurmkube.io", "slurmclusters/finalizers"): {"update"},
     ("slurmkube.io", "nodesets/finalizers"): {"update"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "pods/status"): {"patch"},
     ("", "pods/exec"): {"create", "get"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},

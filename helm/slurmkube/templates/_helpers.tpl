@@ -78,9 +78,14 @@ cannot drift apart. Every verb says why; no wildcards.
   resources: [pods]
   # get/list/watch: slurmd and daemon pods, and which node each runs on.
   # create/patch: slurmd pods by server-side apply (an apply that creates
-  # needs create as well as patch); patch also mirrors Slurm node state as a
-  # pod condition. delete: a slurmd pod, only after its node drained.
+  # needs create as well as patch). delete: a slurmd pod, only after its node
+  # drained.
   verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [pods/status]
+  # patch: the slurmkube.io/SlurmNode condition mirrors each slurmd pod's Slurm
+  # node state (a strategic merge of that one condition).
+  verbs: [patch]
 - apiGroups: [""]
   resources: [pods/exec]
   # create, get: scontrol inside the slurmctld pod when slurmrestd is off.

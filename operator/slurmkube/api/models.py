@@ -459,7 +459,11 @@ class Condition(_Lenient):
 
 
 class NodeCounts(_Lenient):
-    """Slurm node states, as `sinfo` reports them."""
+    """Slurm node states, as `sinfo` reports them, folded (slurmkube.render.status).
+
+    `total` counts the nodes that should run slurmd, and idle + allocated + mixed +
+    drain + down add up to it (a wanted node that has not registered is down).
+    """
 
     total: int = 0
     idle: int = 0
@@ -472,6 +476,8 @@ class NodeCounts(_Lenient):
 
 
 class GpuCounts(_Lenient):
+    """GPUs (Slurm gres/gpu) of the registered nodes, and how many jobs hold."""
+
     total: int = 0
     allocated: int = 0
 

@@ -16,6 +16,7 @@ from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.kube.client import Kube
 from slurmkube.render.cluster import Condition, Plan, SlurmNodeView, undrain_candidates
 from slurmkube.render.kubernetes import slurmd_selector
+from slurmkube.render.status import gpu_counts, node_counts, pod_condition_updates
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 
@@ -166,9 +167,6 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     cluster_obj = snap.cluster_obj
     meta = cluster_obj["metadata"]
     slurm_nodes = snap.observed.slurm_nodes or {}
-    states: Counter[str] = Counter()
-    for view in slurm_nodes.values():
-        states["drain" if view.drain else "allocated" if view.busy else "idle"] += 1
     all_members = {n for nodes in plan.desired.values() for n in nodes}
     # Ready means Slurm can use every node it should have: each desired node answers.
     missing = sorted(n for n in all_members if not _responding(slurm_nodes.get(n)))
@@ -204,6 +202,7 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
             ", ".join(c.type for c in degraded),
         ),
     ]
+    every_member = [n for nodes in plan.members.values() for n in nodes]
     status = {
         "observedGeneration": meta.get("generation"),
         "conditions": _conditions(
@@ -211,33 +210,49 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
             conditions,
             meta.get("generation"),
         ),
-        "nodes": {
-            "total": len(all_members),
-            "idle": states["idle"],
-            "allocated": states["allocated"],
-            "drain": states["drain"],
-        },
+        "nodes": node_counts(slurm_nodes, all_members, every_member),
+        "gpus": gpu_counts(slurm_nodes, all_members),
     }
     if plan.rendered is not None and any(
         c.type == "ConfigApplied" and c.status for c in conditions
     ):
         status["configHash"] = plan.rendered.hash
     kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
+    _write_node_set_status(kube, snap, plan)
+    if snap.observed.slurm_nodes is not None:
+        _mirror_pod_conditions(kube, meta["namespace"], snap)
+
+
+def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:
+    namespace = snap.cluster_obj["metadata"]["namespace"]
+    slurm_nodes = snap.observed.slurm_nodes or {}
     pods_by_set = Counter(p.node_set for p in snap.observed.pods if not p.deleting)
     ready_by_set = Counter(p.node_set for p in snap.observed.pods if p.ready)
     for name, obj in snap.node_set_objs.items():
         created = sum(
             1 for p in plan.create_pods if p["metadata"]["labels"][wk.LABEL_NODESET] == name
         )
+        up = set(plan.desired.get(name, ()))
         kube.patch_status(
             API,
             "NodeSet",
             name,
-            meta["namespace"],
+            namespace,
             {
                 "observedGeneration": obj["metadata"].get("generation"),
                 "replicas": pods_by_set[name] + created,
                 "readyReplicas": ready_by_set[name],
                 "selector": slurmd_selector(snap.observed.bundle.cluster, name),
+                "nodes": node_counts(slurm_nodes, up, plan.members.get(name, ())),
+                "gpus": gpu_counts(slurm_nodes, up),
             },
         )
+
+
+def _mirror_pod_conditions(kube: Kube, namespace: str, snap: Snapshot) -> None:
+    """Each slurmd pod shows its node's Slurm state (a strategic merge keyed by type,
+    so the kubelet's own conditions stay as they are)."""
+    assert snap.observed.slurm_nodes is not None
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for update in pod_condition_updates(snap.observed.pods, snap.observed.slurm_nodes):
+        kube.patch_pod_conditions(namespace, update.pod, [update.as_manifest(now)])

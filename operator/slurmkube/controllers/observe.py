@@ -18,6 +18,7 @@ from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
 from slurmkube.render.kubernetes import auth_secret, names_of
+from slurmkube.render.status import POD_CONDITION
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.models import Node
 from slurmkube.slurm.rest import RestClient
@@ -60,7 +61,25 @@ def slurm_view(node: Node) -> SlurmNodeView:
         drain=node.drain,
         reason=node.reason,
         responding=responding,
+        state=_state_class(node),
+        gpus=node.gpus,
+        gpus_allocated=node.gpus_allocated,
     )
+
+
+def _state_class(node: Node) -> str:
+    """sinfo's state names (sinfo(1) NODE STATE CODES), folded to what the status counts."""
+    if "POWERED_DOWN" in node.state:
+        return "cloud"
+    if {"DOWN", "NOT_RESPONDING", "FAIL"} & node.state:
+        return "down"
+    if node.drain:
+        return "drain"
+    if "MIXED" in node.state:
+        return "mixed"
+    if node.state & {"ALLOCATED", "COMPLETING"}:
+        return "allocated"
+    return "idle"
 
 
 def slurm_client(kube: Kube, cluster: SlurmCluster) -> RestClient | None:
@@ -181,10 +200,19 @@ def _pod_view(pod: dict[str, Any]) -> PodView:
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
     conditions = (pod.get("status") or {}).get("conditions") or []
+    slurm_condition = next(
+        (
+            (c.get("status") == "True", c.get("reason", ""), c.get("message", ""))
+            for c in conditions
+            if c.get("type") == POD_CONDITION
+        ),
+        None,
+    )
     return PodView(
         name=meta["name"],
         node=labels.get(wk.LABEL_NODE, ""),
         node_set=labels.get(wk.LABEL_NODESET, ""),
         deleting=bool(meta.get("deletionTimestamp")),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        slurm_condition=slurm_condition,
     )

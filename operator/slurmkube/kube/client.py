@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client as k8s
@@ -99,6 +100,15 @@ class Kube:
             namespace=namespace,
             content_type="application/merge-patch+json",
         )
+
+    def patch_pod_conditions(
+        self, namespace: str, name: str, conditions: Sequence[Manifest]
+    ) -> None:
+        """Strategic merge on pods/status: conditions merge by type, others' stay."""
+        with contextlib.suppress(NotFoundError, k8s.ApiException):
+            self.core.patch_namespaced_pod_status(
+                name, namespace, {"status": {"conditions": list(conditions)}}
+            )
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
         try:

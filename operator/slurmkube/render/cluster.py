@@ -46,6 +46,10 @@ class SlurmNodeView:
     drain: bool
     reason: str = ""
     responding: bool = True
+    # sinfo's state, folded: idle, allocated, mixed, drain, down or cloud (powered down).
+    state: str = "idle"
+    gpus: int = 0
+    gpus_allocated: int = 0
 
     @property
     def drained_by_us(self) -> bool:
@@ -59,6 +63,8 @@ class PodView:
     node_set: str
     deleting: bool = False
     ready: bool = False
+    # The pod's slurmkube.io/SlurmNode condition as (status, reason, message), if set.
+    slurm_condition: tuple[bool, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +94,10 @@ class Plan:
     drain: tuple[str, ...] = ()  # Slurm nodes to drain before their pod goes
     delete_pods: tuple[str, ...] = ()
     conditions: tuple[Condition, ...] = ()
-    # Per NodeSet: the nodes that should run slurmd.
+    # Per NodeSet: the nodes that should run slurmd, and every node it selects
+    # (the rest of `members` is State=CLOUD in slurm.conf).
     desired: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
     kueue_objects: tuple[Manifest, ...] = ()
 
@@ -149,6 +157,7 @@ def plan_cluster(observed: Observed) -> Plan:
         drain=tuple(drain),
         delete_pods=tuple(delete),
         desired=desired,
+        members={ns: tuple(nodes) for ns, nodes in config.members.items()},
         conditions=_topology_conditions(config.topology),
         kueue_objects=_kueue_objects(bundle),
     )
