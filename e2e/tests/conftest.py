@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.waiting import wait_for
 
 TEST_LABEL = "e2e.slurmkube.io/test"
@@ -85,7 +85,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def operator(
     kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
+) -> Iterator[OperatorProcess]:
+    """One operator for the session; tests that need it down or killed use its handle."""
     for path in sorted((ROOT / "crds").glob("*.yaml")):
         kube.apply(yaml.safe_load(path.read_text()))
     kube._dynamic.resources.invalidate_cache()
@@ -98,29 +99,13 @@ def operator(
         SLURMKUBE_POD_IP_ENDPOINTS="1",
         # The local runtime refreshes ConfigMap volumes every 5 s, not kubelet's minute.
         SLURMKUBE_CONFIG_PROPAGATION_SECONDS="12",
+        # A restart is a container restart in the same pod: it keeps its lease.
+        SLURMKUBE_OPERATOR_IDENTITY="e2e-operator",
     )
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "slurmkube.cli",
-                "operator",
-                "--all-namespaces",
-                "--health-port",
-                "0",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = OperatorProcess(env, log)
+    process.start()
     try:
-        yield
+        yield process
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if proc.returncode not in (0, -15):
-            print(log.read_text()[-4000:])
+        if process.stop() not in (0, -15, None):
+            print(process.tail())

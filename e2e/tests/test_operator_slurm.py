@@ -7,111 +7,24 @@ running job before it removes the slurmd pod.
 
 from __future__ import annotations
 
-import re
 import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator_cluster import (
+    API,
+    docs,
+    in_ctld,
+    job_state,
+    ready_cluster,
+    wait_job,
+)
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
-
-API = "slurmkube.io/v1alpha1"
-LOCAL = {"e2e.slurmkube.io/runtime": "local"}
-TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}]
-
-
-def docs(namespace: str, replicas: int = 4, max_time: str = "1-00:00:00") -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": API,
-            "kind": "SlurmCluster",
-            "metadata": {"name": "local", "namespace": namespace},
-            "spec": {
-                "controller": {
-                    "persistence": {"enabled": False},  # the local runtime has no PVs
-                    "nodeSelector": LOCAL,
-                    "tolerations": TOLERATE,
-                },
-                # One 2-core host plays eight 16-core nodes.
-                "slurmd": {"cgroups": False, "configOverrides": True},
-                "topology": {"blockSize": 4},
-                "partitions": [
-                    {"name": "gpu", "nodeSets": ["local"], "default": True, "maxTime": max_time}
-                ],
-            },
-        },
-        {
-            "apiVersion": API,
-            "kind": "NodeSet",
-            "metadata": {"name": "local", "namespace": namespace},
-            "spec": {
-                "clusterRef": "local",
-                "nodeSelector": {"matchLabels": LOCAL},
-                "tolerations": TOLERATE,
-                "memoryReservedMiB": 1024,
-                "replicas": replicas,
-            },
-        },
-    ]
-
-
-def in_ctld(namespace: str, *argv: str) -> str:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurmkube_e2e",
-            "exec",
-            "-n",
-            namespace,
-            "local-slurmctld-0",
-            "--",
-            *argv,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, f"{argv}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
-
-
-def job_state(namespace: str, job: str) -> tuple[str, str]:
-    out = in_ctld(namespace, "scontrol", "-o", "show", "job", job)
-    state = re.search(r"JobState=(\S+)", out)
-    nodes = re.search(r" NodeList=(\S+)", out)
-    return (state.group(1) if state else "?"), (nodes.group(1) if nodes else "")
-
-
-def wait_job(namespace: str, job: str, states: set[str], timeout: float = 90) -> str:
-    deadline = time.monotonic() + timeout
-    state = ""
-    while time.monotonic() < deadline:
-        state, nodes = job_state(namespace, job)
-        if state in states:
-            return nodes
-        time.sleep(1)
-    raise AssertionError(f"job {job} is {state}, wanted {states}")
-
-
-def ready_cluster(kube: Kube, namespace: str) -> dict[str, Any]:
-    return wait_for(
-        kube,
-        API,
-        "SlurmCluster",
-        "local",
-        lambda o: has_condition(o, "Ready"),
-        namespace=namespace,
-        timeout=180,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +47,21 @@ def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
     cluster = kube.get(API, "SlurmCluster", "local", namespace=slurm)
     assert cluster is not None
     assert cluster["status"]["nodes"]["total"] == 4
+    assert cluster["status"]["nodes"]["cloud"] == 4  # local-4..7: no slurmd pod, idle~
+    assert cluster["status"]["gpus"]["total"] == 16
+    # Each slurmd pod mirrors its node's Slurm state as a condition.
+    wait_for(
+        kube,
+        "v1",
+        "Pod",
+        "local-local-0",
+        lambda p: any(
+            c["type"] == "slurmkube.io/SlurmNode" and c["reason"] == "Idle"
+            for c in (p.get("status") or {}).get("conditions") or []
+        ),
+        namespace=slurm,
+        timeout=30,
+    )
     rows = in_ctld(slurm, "sinfo", "-h", "-N", "-o", "%N %T %G").split("\n")
     states = {r.split()[0]: r.split()[1:] for r in rows if r.strip()}
     # Four slurmd pods (replicas: 4) register idle; the rest stay CLOUD, powered down.

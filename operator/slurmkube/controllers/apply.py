@@ -33,10 +33,21 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         return conditions
     for obj in plan.objects:
         kube.apply(obj, owner=cluster_obj)
+    created: dict[str, list[str]] = {}
     for pod in plan.create_pods:
-        owner = snap.node_set_objs[pod["metadata"]["labels"][wk.LABEL_NODESET]]
-        kube.apply(pod, owner=owner)
+        node_set = pod["metadata"]["labels"][wk.LABEL_NODESET]
+        kube.apply(pod, owner=snap.node_set_objs[node_set])
+        created.setdefault(node_set, []).append(pod["metadata"]["labels"][wk.LABEL_NODE])
         log.info("slurmd pod created pod=%s", pod["metadata"]["name"])
+    # One event per NodeSet and reconcile, not per pod: a 10,000-node scale-out
+    # must not write 10,000 events.
+    for node_set, nodes in created.items():
+        kube.event(
+            snap.node_set_objs[node_set],
+            "SlurmdCreated",
+            f"created {len(nodes)} slurmd pods on {', '.join(nodes[:20])}"
+            + (" ..." if len(nodes) > 20 else ""),
+        )
     slurm = snap.slurm
     slurm_ok = snap.observed.slurm_nodes is not None and slurm is not None
     if slurm_ok and slurm is not None:
@@ -187,14 +198,15 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     )
     # Kueue is optional: its absence is reported, not a degradation.
     degraded = [c for c in conditions if not c.status and c.reason != "KueueNotInstalled"]
+    ready_condition = Condition(
+        "Ready",
+        ready,
+        "Ready" if ready else "NotReady",
+        "; ".join(f"{c.type}: {c.message}" for c in degraded) or "all good",
+    )
     conditions = [
         *conditions,
-        Condition(
-            "Ready",
-            ready,
-            "Ready" if ready else "NotReady",
-            "; ".join(f"{c.type}: {c.message}" for c in degraded) or "all good",
-        ),
+        ready_condition,
         Condition(
             "Degraded",
             bool(degraded),
@@ -218,6 +230,12 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     ):
         status["configHash"] = plan.rendered.hash
     kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
+    was_ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (cluster_obj.get("status") or {}).get("conditions") or []
+    )
+    if ready != was_ready:
+        kube.event(cluster_obj, ready_condition.reason, ready_condition.message, warning=not ready)
     _write_node_set_status(kube, snap, plan)
     if snap.observed.slurm_nodes is not None:
         _mirror_pod_conditions(kube, meta["namespace"], snap)

@@ -59,7 +59,11 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     api = load_config(os.environ.get("KUBECONFIG"))
     State.kube = Kube(api)
     namespace = os.environ.get("SLURMKUBE_OPERATOR_NAMESPACE", "default")
-    identity = f"{socket.gethostname()}-{os.getpid()}"
+    # In a pod the hostname is the pod name, so a restarted container takes its
+    # own lease back at once; elsewhere SLURMKUBE_OPERATOR_IDENTITY can say the same.
+    identity = os.environ.get("SLURMKUBE_OPERATOR_IDENTITY") or (
+        f"{socket.gethostname()}-{os.getpid()}"
+    )
     State.lease = LeaderLease(api, namespace, identity)
     State.lease.start()
 

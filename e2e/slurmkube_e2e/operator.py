@@ -1,0 +1,61 @@
+"""The slurmkube operator as a host process for e2e tests: start, kill, restart.
+
+The suite runs one operator (outside the pod network, so it dials pod IPs) and
+lets a test kill it with SIGKILL at any moment and start it again, which is how
+crash-consistency is judged: a reconcile cut short must be finished by the next.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class OperatorProcess:
+    def __init__(self, env: Mapping[str, str], log: Path) -> None:
+        self.env = dict(env)
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "operator already running"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "slurmkube.cli",
+                    "operator",
+                    "--all-namespaces",
+                    "--health-port",
+                    "0",
+                ],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.starts += 1
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup handler runs, as when a node or the OOM killer takes it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""

@@ -1,0 +1,108 @@
+"""A SlurmCluster on the local runtime's nodes, and how tests talk to its slurmctld.
+
+The sample the e2e tests share: slurmctld, slurmrestd and one slurmd pod per
+local node (real daemons), with `in_ctld` running Slurm commands inside the
+slurmctld pod the way an admin would with `kubectl exec`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from typing import Any
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.waiting import has_condition, wait_for
+
+API = "slurmkube.io/v1alpha1"
+LOCAL = {"e2e.slurmkube.io/runtime": "local"}
+TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def docs(namespace: str, replicas: int = 4, max_time: str = "1-00:00:00") -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": API,
+            "kind": "SlurmCluster",
+            "metadata": {"name": "local", "namespace": namespace},
+            "spec": {
+                "controller": {
+                    "persistence": {"enabled": False},  # the local runtime has no PVs
+                    "nodeSelector": LOCAL,
+                    "tolerations": TOLERATE,
+                },
+                # One 2-core host plays eight 16-core nodes.
+                "slurmd": {"cgroups": False, "configOverrides": True},
+                "topology": {"blockSize": 4},
+                "partitions": [
+                    {"name": "gpu", "nodeSets": ["local"], "default": True, "maxTime": max_time}
+                ],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "NodeSet",
+            "metadata": {"name": "local", "namespace": namespace},
+            "spec": {
+                "clusterRef": "local",
+                "nodeSelector": {"matchLabels": LOCAL},
+                "tolerations": TOLERATE,
+                "memoryReservedMiB": 1024,
+                "replicas": replicas,
+            },
+        },
+    ]
+
+
+def in_ctld(namespace: str, *argv: str) -> str:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurmkube_e2e",
+            "exec",
+            "-n",
+            namespace,
+            "local-slurmctld-0",
+            "--",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{argv}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def job_state(namespace: str, job: str) -> tuple[str, str]:
+    out = in_ctld(namespace, "scontrol", "-o", "show", "job", job)
+    state = re.search(r"JobState=(\S+)", out)
+    nodes = re.search(r" NodeList=(\S+)", out)
+    return (state.group(1) if state else "?"), (nodes.group(1) if nodes else "")
+
+
+def wait_job(namespace: str, job: str, states: set[str], timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state, nodes = job_state(namespace, job)
+        if state in states:
+            return nodes
+        time.sleep(1)
+    raise AssertionError(f"job {job} is {state}, wanted {states}")
+
+
+def ready_cluster(kube: Kube, namespace: str, timeout: float = 180) -> dict[str, Any]:
+    return wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda o: has_condition(o, "Ready"),
+        namespace=namespace,
+        timeout=timeout,
+    )
