@@ -1,0 +1,219 @@
+"""Operator benchmark on the local control plane: time to Ready, memory at scale.
+
+(a) Apply a SlurmCluster whose NodeSet selects N local-runtime nodes (real
+    slurmctld, slurmrestd and N slurmd pods) and time it to Ready, split into
+    pods created, pods Running and slurmd registered. Needs a local runtime with
+    at least N nodes: `SLURMKUBE_RUNTIME_NODES=64 make cluster-up`.
+(b) Create W simulated (kwok) GPU nodes, point a second SlurmCluster at them
+    (replicas 0: all State=CLOUD, so slurm.conf and topology.conf hold W nodes)
+    and report the operator's RSS in steady state (target, DESIGN.md §7: under
+    300 MB with 10,000 nodes watched) and its reconcile time from its log.
+
+Prints one JSON line per part. The operator runs as in the e2e suite (a host
+process dialling pod IPs); it is started and stopped here, by PID.
+
+    python bench/reconcile.py [--nodes 64] [--watched 10000] [--part ready|rss|all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slurmkube_e2e import fleet
+from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.operator import OperatorProcess
+from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_RSS_MB = 300.0
+BENCH_FLEET = "bench"
+
+
+def operator_env(kubeconfig: Path) -> dict[str, str]:
+    return dict(
+        os.environ,
+        KUBECONFIG=str(kubeconfig),
+        SLURMKUBE_OPERATOR_NAMESPACE="default",
+        SLURMKUBE_POD_IP_ENDPOINTS="1",
+        SLURMKUBE_CONFIG_PROPAGATION_SECONDS="12",
+        SLURMKUBE_OPERATOR_IDENTITY="bench-operator",
+    )
+
+
+def poll(what: str, check: Callable[[], bool], timeout: float, every: float = 0.2) -> float:
+    """Seconds until `check` holds."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise SystemExit(f"bench/reconcile: {what} not reached after {timeout:.0f}s")
+        time.sleep(every)
+    return time.monotonic()
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> bool:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == type_ and c["status"] == "True" for c in conditions)
+
+
+def namespace(kube: Kube, stem: str) -> str:
+    name = f"bench-{stem}-{secrets.token_hex(2)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    poll(
+        "default ServiceAccount",
+        lambda: bool(kube.get("v1", "ServiceAccount", "default", name)),
+        30,
+    )
+    return name
+
+
+def delete_namespace(kube: Kube, name: str) -> None:
+    kube.delete("v1", "Namespace", name)
+    poll(f"namespace {name} gone", lambda: kube.get("v1", "Namespace", name) is None, 300, 1.0)
+
+
+def part_ready(kube: Kube, nodes: int) -> dict[str, Any]:
+    local = kube.list("v1", "Node", label_selector="e2e.slurmkube.io/runtime=local")
+    if len(local) < nodes:
+        raise SystemExit(
+            f"bench/reconcile: {len(local)} local nodes, {nodes} needed; start the cluster "
+            f"with SLURMKUBE_RUNTIME_NODES={nodes} make cluster-up"
+        )
+    ns = namespace(kube, "ready")
+    selector = "slurmkube.io/cluster=local,app.kubernetes.io/name=slurmd"
+
+    def slurmd_pods() -> list[dict[str, Any]]:
+        return kube.list("v1", "Pod", namespace=ns, label_selector=selector)
+
+    def running() -> bool:
+        pods = slurmd_pods()
+        return len(pods) == nodes and all(condition(p, "Ready") for p in pods)
+
+    def cluster() -> dict[str, Any] | None:
+        return kube.get(API, "SlurmCluster", "local", ns)
+
+    try:
+        start = time.monotonic()
+        for doc in docs(ns, replicas=nodes):
+            kube.apply(doc)
+        created = poll("slurmd pods created", lambda: len(slurmd_pods()) == nodes, 300)
+        up = poll("slurmd pods Running", running, 600)
+        registered = poll("slurmd registered", lambda: condition(cluster(), "NodesRegistered"), 600)
+        ready = poll("Ready", lambda: condition(cluster(), "Ready"), 600)
+        status = (cluster() or {}).get("status") or {}
+    finally:
+        delete_namespace(kube, ns)
+    return {
+        "bench": "reconcile_ready",
+        "nodes": nodes,
+        "seconds_to_ready": round(ready - start, 2),
+        "seconds_to_pods_created": round(created - start, 2),
+        "seconds_to_pods_running": round(up - start, 2),
+        "seconds_to_slurmd_registered": round(registered - start, 2),
+        "status_nodes": status.get("nodes"),
+        "status_gpus": status.get("gpus"),
+    }
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a process, MiB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
+def part_rss(
+    kube: Kube, kubeconfig: Path, operator: OperatorProcess, watched: int
+) -> dict[str, Any]:
+    per_domain = 18
+    spec = fleet.FleetSpec(name=BENCH_FLEET, nvl_domains=-(-watched // per_domain))
+    started = time.monotonic()
+    names = apply_fleet(kubeconfig, spec)
+    wait_nodes_ready(kubeconfig, names, timeout=900)
+    fleet_seconds = time.monotonic() - started
+    ns = namespace(kube, "rss")
+    cluster, node_set = docs(ns, replicas=0)
+    node_set["spec"]["nodeSelector"] = {"matchLabels": {fleet.FLEET_LABEL: BENCH_FLEET}}
+    node_set["spec"].pop("tolerations", None)
+    cluster["spec"]["topology"] = {"blockSize": per_domain}
+    cluster["spec"]["controller"]["nodeSelector"] = LOCAL
+    cluster["spec"]["controller"]["tolerations"] = TOLERATE
+    try:
+        log_mark = operator.log.stat().st_size if operator.log.exists() else 0
+        for doc in (cluster, node_set):
+            kube.apply(doc)
+        poll(
+            "Ready", lambda: condition(kube.get(API, "SlurmCluster", "local", ns), "Ready"), 900, 1
+        )
+        # Steady state: the watch holds every node, reconciles come from the resync.
+        samples = []
+        for _ in range(30):
+            assert operator.proc is not None
+            samples.append(rss_mb(operator.proc.pid))
+            time.sleep(1)
+        text = operator.log.read_bytes()[log_mark:].decode(errors="replace")
+        seconds = [float(s) for s in re.findall(r"reconciled cluster=\S+ .*seconds=([\d.]+)", text)]
+        status = (kube.get(API, "SlurmCluster", "local", ns) or {}).get("status") or {}
+    finally:
+        delete_namespace(kube, ns)
+        for name in names:
+            kube.delete("v1", "Node", name)
+    steady = max(s[0] for s in samples)
+    return {
+        "bench": "reconcile_rss",
+        "watched_nodes": len(names),
+        "slurm_nodes_cloud": (status.get("nodes") or {}).get("cloud"),
+        "operator_rss_mb_steady": round(steady, 1),
+        "operator_rss_mb_peak": round(max(s[1] for s in samples), 1),
+        "target_rss_mb": TARGET_RSS_MB,
+        "meets_target": steady < TARGET_RSS_MB,
+        "reconcile_seconds_p50": round(statistics.median(seconds), 2) if seconds else None,
+        "reconciles": len(seconds),
+        "fleet_create_seconds": round(fleet_seconds, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--watched", type=int, default=10000)
+    parser.add_argument("--part", choices=("ready", "rss", "all"), default="all")
+    args = parser.parse_args()
+    kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
+    if not kubeconfig.exists():
+        print(f"bench/reconcile: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
+        return 1
+    kube = Kube(kubeconfig)
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        kube.apply(yaml.safe_load(path.read_text()))
+    with tempfile.TemporaryDirectory() as tmp:
+        operator = OperatorProcess(operator_env(kubeconfig), Path(tmp) / "operator.log")
+        operator.start()
+        try:
+            if args.part in ("ready", "all"):
+                print(json.dumps(part_ready(kube, args.nodes)), flush=True)
+            if args.part in ("rss", "all"):
+                print(json.dumps(part_rss(kube, kubeconfig, operator, args.watched)), flush=True)
+        finally:
+            if operator.stop() not in (0, -15, None):
+                print(operator.tail(), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
