@@ -208,3 +208,33 @@ def test_kueue_topology_and_flavors_follow_the_cluster(
     assert flavor["spec"]["nodeLabels"] == {"e2e.slurmkube.io/fleet": "gpu"}
     kube.delete(API, "SlurmCluster", "gpu", namespace=namespace)
     wait_gone(kube, "kueue.x-k8s.io/v1beta2", "Topology", name, timeout=60)
+
+
+def test_unknown_node_set_reference_is_a_condition_naming_the_field_and_applies_nothing(
+    kube: Kube, operator: None, namespace: str
+) -> None:
+    cluster, node_set = _docs(namespace)
+    cluster["spec"]["partitions"] = [{"name": "gpu", "nodeSets": ["gpu", "missing"]}]
+    kube.apply(cluster)
+    kube.apply(node_set)
+    obj = wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "gpu",
+        lambda o: any(
+            c["type"] == "ConfigApplied" and c["reason"] == "InvalidSpec"
+            for c in (o.get("status") or {}).get("conditions") or []
+        ),
+        namespace=namespace,
+        timeout=60,
+    )
+    applied = next(c for c in obj["status"]["conditions"] if c["type"] == "ConfigApplied")
+    assert "spec.partitions[0].nodeSets[1]" in applied["message"]
+    assert "missing" in applied["message"]
+    # Nothing of the cluster was applied: no config, no slurmctld, no slurmd pod.
+    assert kube.get("v1", "ConfigMap", "gpu-slurm-config", namespace=namespace) is None
+    assert kube.list("apps/v1", "StatefulSet", namespace=namespace) == []
+    assert kube.list("v1", "Pod", namespace=namespace) == []
+    events = kube.list("v1", "Event", namespace=namespace)
+    assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
