@@ -29,7 +29,12 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     namespace = cluster_obj["metadata"]["namespace"]
     conditions = list(plan.conditions)
     if plan.rendered is None:
-        kube.event(cluster_obj, "InvalidSpec", plan.conditions[0].message, warning=True)
+        message = plan.conditions[0].message
+        before = (cluster_obj.get("status") or {}).get("conditions") or []
+        # Said once per distinct problem, not on every reconcile of a broken spec.
+        said = {c.get("message") for c in before if c.get("reason") == "InvalidSpec"}
+        if message[:1024] not in said:
+            kube.event(cluster_obj, "InvalidSpec", message, warning=True)
         return conditions
     for obj in plan.objects:
         kube.apply(obj, owner=cluster_obj)
