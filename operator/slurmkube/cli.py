@@ -136,12 +136,14 @@ def _operator(args: argparse.Namespace) -> int:
     import kopf
 
     import slurmkube.controllers.handlers  # noqa: F401  (registers the handlers)
+    from slurmkube import metrics
 
     logging.basicConfig(
         level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     namespaces: list[str] = [] if args.all_namespaces else [str(args.namespace)]
+    metrics.serve(args.metrics_port)
     asyncio.run(
         kopf.operator(
             namespaces=namespaces,
@@ -199,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scope.add_argument("--all-namespaces", action="store_true")
     operator.add_argument("--health-port", type=int, default=8080)
+    operator.add_argument(
+        "--metrics-port", type=int, default=0, help="Prometheus /metrics port (0: off)"
+    )
     operator.set_defaults(func=_operator)
 
     version = sub.add_parser("version", help="print versions")

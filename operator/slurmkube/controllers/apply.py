@@ -11,6 +11,7 @@ from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.kube.client import Kube
@@ -43,6 +44,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         node_set = pod["metadata"]["labels"][wk.LABEL_NODESET]
         kube.apply(pod, owner=snap.node_set_objs[node_set])
         created.setdefault(node_set, []).append(pod["metadata"]["labels"][wk.LABEL_NODE])
+        metrics.SLURMD_PODS_CREATED.labels(cluster_obj["metadata"]["name"]).inc()
         log.info("slurmd pod created pod=%s", pod["metadata"]["name"])
     # One event per NodeSet and reconcile, not per pod: a 10,000-node scale-out
     # must not write 10,000 events.
@@ -59,6 +61,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         for node in plan.drain:
             try:
                 drain(slurm, node, "slurmd pod removal")
+                metrics.DRAINS.labels(cluster_obj["metadata"]["name"]).inc()
                 kube.event(cluster_obj, "Draining", f"draining {node} before its slurmd pod goes")
             except SlurmError as err:
                 log.warning("drain failed node=%s error=%s", node, err)
@@ -68,6 +71,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 resume_if_ours(slurm, node)
     for name in plan.delete_pods:
         kube.delete("v1", "Pod", name, namespace)
+        metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
         kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
     conditions.append(_apply_kueue(kube, plan))
     conditions += _reconfigure(kube, snap, plan)
@@ -143,10 +147,13 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 "ConfigMap has reached the slurmctld pod",
             )
         ]
+    cluster = snap.cluster_obj["metadata"]["name"]
     try:
         snap.slurm.reconfigure()
     except SlurmError as err:
+        metrics.RECONFIGURES.labels(cluster, "failed").inc()
         return [Condition("ConfigApplied", False, "ReconfigureFailed", str(err))]
+    metrics.RECONFIGURES.labels(cluster, "ok").inc()
     kube.event(snap.cluster_obj, "Reconfigured", f"scontrol reconfigure for config {wanted[:12]}")
     return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
 
@@ -235,6 +242,7 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     ):
         status["configHash"] = plan.rendered.hash
     kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
+    metrics.SLURM_REACHABLE.labels(meta["name"]).set(snap.observed.slurm_nodes is not None)
     was_ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (cluster_obj.get("status") or {}).get("conditions") or []
@@ -256,6 +264,14 @@ def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:
             1 for p in plan.create_pods if p["metadata"]["labels"][wk.LABEL_NODESET] == name
         )
         up = set(plan.desired.get(name, ()))
+        counts = node_counts(slurm_nodes, up, plan.members.get(name, ()))
+        gpus = gpu_counts(slurm_nodes, up)
+        cluster = snap.cluster_obj["metadata"]["name"]
+        for state, count in counts.items():
+            if state != "total":
+                metrics.SLURM_NODES.labels(cluster, name, state).set(count)
+        for kind, count in gpus.items():
+            metrics.GPUS.labels(cluster, name, kind).set(count)
         kube.patch_status(
             API,
             "NodeSet",
@@ -266,8 +282,8 @@ def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:
                 "replicas": pods_by_set[name] + created,
                 "readyReplicas": ready_by_set[name],
                 "selector": slurmd_selector(snap.observed.bundle.cluster, name),
-                "nodes": node_counts(slurm_nodes, up, plan.members.get(name, ())),
-                "gpus": gpu_counts(slurm_nodes, up),
+                "nodes": counts,
+                "gpus": gpus,
             },
         )
 

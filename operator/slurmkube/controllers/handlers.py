@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.apply import apply_plan, propagation_left, write_status
 from slurmkube.controllers.observe import observe
@@ -142,12 +143,17 @@ async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
 def reconcile(namespace: str, name: str) -> None:
     kube = _kube()
     started = time.monotonic()
-    snap = observe(kube, namespace, name)
-    if snap is None:
-        return
-    plan = plan_cluster(snap.observed)
-    conditions = apply_plan(kube, snap, plan)
-    write_status(kube, snap, plan, conditions)
+    try:
+        with metrics.RECONCILE_SECONDS.labels(name).time():
+            snap = observe(kube, namespace, name)
+            if snap is None:
+                return
+            plan = plan_cluster(snap.observed)
+            conditions = apply_plan(kube, snap, plan)
+            write_status(kube, snap, plan, conditions)
+    except Exception:
+        metrics.RECONCILE_ERRORS.labels(name).inc()
+        raise
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
         State.wake[(namespace, name)] = time.monotonic() + propagation_left(plan.rendered.hash)

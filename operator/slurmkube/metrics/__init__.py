@@ -1,0 +1,81 @@
+"""Prometheus metrics of the operator, served on `--metrics-port` at /metrics.
+
+One registry for the process; controllers record, nothing here decides. Names
+follow Prometheus conventions (`slurmkube_` prefix, base units, `_total` for
+counters); labels are bounded (cluster, NodeSet, state), never node names, so a
+10,000-node fleet does not make 10,000 series.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+RECONCILE_SECONDS = Histogram(
+    "slurmkube_reconcile_duration_seconds",
+    "Time of one observe -> plan -> apply of a SlurmCluster.",
+    ["cluster"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+RECONCILE_ERRORS = Counter(
+    "slurmkube_reconcile_errors_total",
+    "Reconciles that raised (retried on the next tick).",
+    ["cluster"],
+    registry=REGISTRY,
+)
+SLURM_NODES = Gauge(
+    "slurmkube_slurm_nodes",
+    "Slurm nodes by folded sinfo state (idle, allocated, mixed, drain, down, cloud).",
+    ["cluster", "node_set", "state"],
+    registry=REGISTRY,
+)
+GPUS = Gauge(
+    "slurmkube_gpus",
+    "GPUs of registered slurmd nodes: total and allocated by Slurm jobs.",
+    ["cluster", "node_set", "kind"],
+    registry=REGISTRY,
+)
+SLURMD_PODS_CREATED = Counter(
+    "slurmkube_slurmd_pods_created_total",
+    "slurmd pods created.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+SLURMD_PODS_DELETED = Counter(
+    "slurmkube_slurmd_pods_deleted_total",
+    "slurmd pods deleted after their node drained idle.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+DRAINS = Counter(
+    "slurmkube_drains_total",
+    "Drains the operator set before removing a slurmd pod.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+RECONFIGURES = Counter(
+    "slurmkube_reconfigures_total",
+    "scontrol reconfigure issued (config hash changed), by result.",
+    ["cluster", "result"],
+    registry=REGISTRY,
+)
+SLURM_REACHABLE = Gauge(
+    "slurmkube_slurm_reachable",
+    "1 when slurmrestd answered the last reconcile.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+
+
+def serve(port: int) -> None:
+    """/metrics on all interfaces of the pod (0: no metrics server)."""
+    if port:
+        start_http_server(port, registry=REGISTRY)
