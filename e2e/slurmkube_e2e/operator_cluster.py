@@ -21,7 +21,9 @@ LOCAL = {"e2e.slurmkube.io/runtime": "local"}
 TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def docs(namespace: str, replicas: int = 4, max_time: str = "1-00:00:00") -> list[dict[str, Any]]:
+def docs(
+    namespace: str, replicas: int = 4, max_time: str = "1-00:00:00", login: int = 0
+) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": API,
@@ -33,6 +35,7 @@ def docs(namespace: str, replicas: int = 4, max_time: str = "1-00:00:00") -> lis
                     "nodeSelector": LOCAL,
                     "tolerations": TOLERATE,
                 },
+                "login": {"replicas": login},
                 # One 2-core host plays eight 16-core nodes.
                 "slurmd": {"cgroups": False, "configOverrides": True},
                 "topology": {"blockSize": 4},
@@ -57,18 +60,13 @@ def docs(namespace: str, replicas: int = 4, max_time: str = "1-00:00:00") -> lis
 
 
 def in_ctld(namespace: str, *argv: str) -> str:
+    return in_pod(namespace, "local-slurmctld-0", *argv)
+
+
+def in_pod(namespace: str, pod: str, *argv: str) -> str:
+    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere)."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurmkube_e2e",
-            "exec",
-            "-n",
-            namespace,
-            "local-slurmctld-0",
-            "--",
-            *argv,
-        ],
+        [sys.executable, "-m", "slurmkube_e2e", "exec", "-n", namespace, pod, "--", *argv],
         capture_output=True,
         text=True,
         timeout=60,

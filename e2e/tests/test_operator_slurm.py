@@ -18,11 +18,12 @@ from slurmkube_e2e.operator_cluster import (
     API,
     docs,
     in_ctld,
+    in_pod,
     job_state,
     ready_cluster,
     wait_job,
 )
-from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +34,7 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
     namespace = f"e2e-operator-slurm-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    for doc in docs(namespace):
+    for doc in docs(namespace, login=1):
         kube.apply(doc)
     ready_cluster(kube, namespace)
     yield namespace
@@ -69,6 +70,23 @@ def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
         f"local-{i}" for i in range(4)
     ]
     assert all(s[0] == "idle~" for n, s in states.items() if n >= "local-4")
+
+
+def test_login_pod_runs_slurm_commands_through_sackd(kube: Kube, slurm: str) -> None:
+    (login,) = wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda pods: len(pods) == 1 and has_condition(pods[0], "Ready"),
+        namespace=slurm,
+        label_selector="app.kubernetes.io/name=sackd",
+        timeout=60,
+    )
+    name = login["metadata"]["name"]
+    # The login pod holds slurm.key only: sackd fetched the config and signs for clients.
+    assert in_pod(slurm, name, "sinfo", "-h", "-p", "gpu", "-t", "idle", "-o", "%D").strip() == "4"
+    job = in_pod(slurm, name, "sbatch", "--parsable", "-N1", "--wrap", "true").strip()
+    wait_job(slurm, job, {"COMPLETED"})
 
 
 def test_gang_job_runs_inside_one_block_on_operator_pods(kube: Kube, slurm: str) -> None:

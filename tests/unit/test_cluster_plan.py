@@ -48,7 +48,22 @@ def test_one_slurmd_pod_per_selected_node_with_all_its_gpus() -> None:
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "4"}
     assert container["args"][:4] == ["slurmd", "-D", "-N", "gpu-0001"]
     kinds = [o["kind"] for o in plan.objects]
-    assert kinds == ["ConfigMap", "Service", "StatefulSet", "Deployment", "Service"]
+    assert kinds == ["ConfigMap", "Service", "StatefulSet", "Deployment", "Service", "Deployment"]
+
+
+@pytest.mark.parametrize("replicas", [0, 2])
+def test_login_pods_run_sackd_configless_with_only_the_slurm_key(replicas: int) -> None:
+    plan = plan_cluster(observed(extra={"login": {"replicas": replicas}}))
+    login = next(o for o in plan.objects if o["metadata"]["name"] == "test-login")
+    assert login["spec"]["replicas"] == replicas
+    pod = login["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["sackd", "-D"]
+    assert container["args"][3].endswith(":6817")
+    # Only slurm.key: login users never see the JWT key or a slurm.conf.
+    sources = pod["volumes"][0]["projected"]["sources"]
+    assert [s["secret"]["items"][0]["key"] for s in sources] == ["slurm.key"]
+    assert all(e["name"] != "SLURM_CONF" for e in container["env"])
 
 
 def test_existing_pods_are_not_created_again() -> None:

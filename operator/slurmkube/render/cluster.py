@@ -28,6 +28,7 @@ from slurmkube.render.kubernetes import (
     controller_statefulset,
     deployment_context,
     desired_slurmd_nodes,
+    login_deployment,
     restapi_deployment,
     restapi_service,
     slurmd_pod,
@@ -123,6 +124,9 @@ def plan_cluster(observed: Observed) -> Plan:
     ]
     if cluster.spec.rest_api.replicas:
         objects += [restapi_deployment(cluster), restapi_service(cluster)]
+    # Always there, at zero replicas while login is off: switching it off is a
+    # scale-down, never an orphan to find and delete.
+    objects.append(login_deployment(cluster))
 
     gpus: dict[str, int] = {n.name: n.gpus for n in observed.fleet}
     desired: dict[str, tuple[str, ...]] = {}

@@ -61,6 +61,10 @@ class ClusterNames:
         return _short(f"{self.cluster}-slurmrestd")
 
     @property
+    def login(self) -> str:
+        return _short(f"{self.cluster}-login")
+
+    @property
     def config(self) -> str:
         return _short(f"{self.cluster}-slurm-config")
 
@@ -294,6 +298,44 @@ def restapi_service(cluster: SlurmCluster) -> Manifest:
         "spec": {
             "selector": labels(cluster, "slurmrestd"),
             "ports": [{"name": "http", "port": wk.SLURMRESTD_PORT}],
+        },
+    }
+
+
+def login_deployment(cluster: SlurmCluster) -> Manifest:
+    """Login pods for users (`kubectl exec`): sackd(8) fetches the config from
+    slurmctld (configless) and serves auth/slurm credentials to the client commands
+    on its socket, so a login pod holds only slurm.key, never the JWT key.
+    """
+    names = names_of(cluster)
+    container = _container(
+        cluster,
+        "sackd",
+        ["sackd", "-D", "--conf-server", f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}"],
+        [],
+    )
+    del container["readinessProbe"], container["ports"]
+    # Clients find sackd's cached config under /run/slurm/conf themselves; SLURM_CONF
+    # would point them at /etc/slurm, which holds only the key here.
+    container["env"] = [{"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"}]
+    etc = _slurm_etc(cluster)
+    etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(cluster, names.login, "sackd"),
+        "spec": {
+            "replicas": cluster.spec.login.replicas,
+            "selector": {"matchLabels": labels(cluster, "sackd")},
+            "template": {
+                "metadata": {"labels": labels(cluster, "sackd")},
+                "spec": {
+                    "containers": [container],
+                    "volumes": [etc],
+                    "securityContext": {"fsGroup": SLURM_GID},
+                    **_placement(cluster),
+                },
+            },
         },
     }
 
