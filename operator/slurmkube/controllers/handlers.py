@@ -102,9 +102,20 @@ def node_set_event(namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
 
 @kopf.on.delete(GROUP, VERSION, "nodesets")
 def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> None:
-    """Hold the NodeSet until its slurmd pods are gone (each drained first)."""
+    """Hold the NodeSet until its slurmd pods are gone (each drained first).
+
+    Only while its SlurmCluster lives: the cluster's reconcile is what drains
+    and removes the pods. Without one (deleted, or on its way out, taking
+    slurmctld with it) nothing could drain them, so the NodeSet goes at once
+    and garbage collection takes its pods.
+    """
     namespace = namespace or "default"
-    State.dirty.add((namespace, str(spec.get("clusterRef", ""))))
+    cluster = str(spec.get("clusterRef", ""))
+    cluster_obj = _kube().get(wk.API_VERSION, "SlurmCluster", cluster, namespace)
+    if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
+        log.info("nodeset released namespace=%s nodeset=%s cluster_gone=true", namespace, name)
+        return
+    State.dirty.add((namespace, cluster))
     selector = f"{wk.LABEL_NODESET}={name},{wk.LABEL_NAME}=slurmd"
     left = _kube().list("v1", "Pod", namespace, selector)
     if left:
