@@ -148,7 +148,10 @@ def _operator(args: argparse.Namespace) -> int:
         kopf.operator(
             namespaces=namespaces,
             clusterwide=bool(args.all_namespaces),
-            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz",
+            # Port 0 means off: "http://0.0.0.0:0" would parse as port 80.
+            liveness_endpoint=(
+                f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+            ),
             standalone=True,
         )
     )
@@ -200,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", default=os.environ.get("SLURMKUBE_WATCH_NAMESPACE", "default")
     )
     scope.add_argument("--all-namespaces", action="store_true")
-    operator.add_argument("--health-port", type=int, default=8080)
+    operator.add_argument(
+        "--health-port", type=int, default=8080, help="kopf liveness /healthz port (0: off)"
+    )
     operator.add_argument(
         "--metrics-port", type=int, default=0, help="Prometheus /metrics port (0: off)"
     )
