@@ -344,7 +344,12 @@ def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
         {"name": "SLURM_CONF", "value": f"{SLURMDBD_CONF_DIR}/slurm.conf"},
         {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
     ]
-    container["volumeMounts"].append({"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR})
+    container["volumeMounts"] += [
+        {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR},
+        # slurmdbd, as SlurmUser, wants /run/slurmdbd for its pid file and sack
+        # socket and cannot create it in a root-owned /run.
+        {"name": "run-slurmdbd", "mountPath": "/run/slurmdbd"},
+    ]
     copy = {
         "name": "slurmdbd-conf",
         "image": cluster.spec.image,
@@ -391,6 +396,7 @@ def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
                             },
                         },
                         {"name": "slurmdbd-conf", "emptyDir": {}},
+                        {"name": "run-slurmdbd", "emptyDir": {"medium": "Memory"}},
                     ],
                     "securityContext": {"fsGroup": SLURM_GID},
                     **_placement(cluster),
