@@ -13,10 +13,11 @@ VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: help venv slurm lint typecheck layers check test test-unit test-integration demo bench crds-check
+.PHONY: help venv slurm lint typecheck layers check test test-unit test-integration demo demo-down demo-slurm bench crds-check
 
 help:
-	@echo "make demo   - render the sample fleet, run real Slurm daemons, place a gang job"
+	@echo "make demo   - local Kubernetes, helm install, a SlurmCluster on local GPU nodes, a gang job"
+	@echo "make demo-down - remove the demo and stop the local cluster"
 	@echo "make test   - lint, types, layers, unit, real-Slurm integration and e2e tests"
 	@echo "make bench  - benchmarks (JSON)"
 	@echo "make slurm  - build Slurm 24.11.5 into $(SLURMKUBE_SLURM_PREFIX)"
@@ -57,7 +58,18 @@ test-integration: venv slurm
 test: check test-unit test-integration $(EXTRA_TEST_TARGETS)
 	@echo "make test: all green"
 
-demo: venv slurm
+# The real thing: cluster-up, helm install, a SlurmCluster on the local GPU
+# nodes, a gang job; left running (demo-down removes it and stops the cluster).
+demo: cluster-up
+	@$(E2E_TOOL) demo
+
+demo-down: venv
+	@if [ -f $(SLURMKUBE_RUN)/pids/kube-apiserver.pid ]; then $(E2E_TOOL) demo-down; fi
+	@$(MAKE) --no-print-directory cluster-down
+
+# Slurm alone, no Kubernetes: the sample fleet rendered by slurmkube and run by
+# real daemons on loopback (48 slurmd), stopped again at the end.
+demo-slurm: venv slurm
 	$(PY) -m slurmkube.demo
 
 bench: venv slurm

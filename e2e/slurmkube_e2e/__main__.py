@@ -16,10 +16,12 @@ from pathlib import Path
 import yaml
 from slurmkube_runtime import cli as runtime_cli
 
-from slurmkube_e2e import fleet
+from slurmkube_e2e import demo, fleet
 from slurmkube_e2e.cluster import ClusterError, LocalCluster, apply_fleet, wait_nodes_ready
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.kubectl import KubectlError
 from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.waiting import WaitTimeout
 
 
 def _fleet_args(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     _fleet_args(kc)
     kc.add_argument("--name", default="slurmkube-e2e", help="kind cluster name")
     kc.add_argument("--image", help="kind node image (default: the kind release's own)")
+    sub.add_parser("demo", help="helm install, a SlurmCluster on the local nodes, a gang job")
+    sub.add_parser("demo-down", help="remove what `demo` made (drain first), stop its operator")
     sub.add_parser(
         "advertise-gpus", help="patch nvidia.com/gpu capacity into labelled real nodes (kind)"
     )
@@ -103,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             names = apply_fleet(kubeconfig, spec, prune=not args.no_prune)
             wait_nodes_ready(kubeconfig, names, timeout=120)
             print(f"fleet {spec.name}: {len(names)} nodes Ready")
+        elif args.command == "demo":
+            return demo.up(layout)
+        elif args.command == "demo-down":
+            return demo.down(layout)
         elif args.command == "kind-config":
             config = fleet.kind_cluster_config(_spec(args), args.name, args.image)
             print(yaml.safe_dump(config, sort_keys=False), end="")
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             kubeconfig = Path(os.environ.get("KUBECONFIG", layout.kubeconfig))
             for name in advertise_gpus(Kube(kubeconfig)):
                 print(f"advertised {fleet.GPU_RESOURCE} on {name}")
-    except (ClusterError, ValueError) as err:
+    except (ClusterError, ValueError, demo.DemoError, WaitTimeout, KubectlError) as err:
         print(f"slurmkube-e2e {args.command}: {err}", file=sys.stderr)
         return 1
     return 0

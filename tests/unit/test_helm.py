@@ -43,7 +43,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("", "pods/exec"): {"create", "get"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("", "secrets"): {"get", "list", "watch", "create", "patch"},
+    ("", "secrets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
@@ -332,7 +332,7 @@ def test_service_monitor_scrapes_the_metrics_port(helm: Path) -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        ["--set", "replicaCount=0"],
+        ["--set", "replicaCount=-1"],
         ["--set", "image.tag=latest"],
         ["--set", "watchNamespace=Not_A_Namespace"],
         ["--set", "logLevel=chatty"],

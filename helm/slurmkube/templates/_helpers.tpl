@@ -103,9 +103,11 @@ cannot drift apart. Every verb says why; no wildcards.
   resources: [secrets]
   # get/list/watch: the auth keys (slurm.key, jwt.key) and the database
   # credentials a SlurmCluster references. create/patch: keys generated once
-  # when none is referenced. No delete: generated keys go with their
-  # SlurmCluster through the garbage collector, never by the operator.
-  verbs: [get, list, watch, create, patch]
+  # when none is referenced, and slurmdbd.conf (it holds the database
+  # password). delete: that slurmdbd.conf Secret when accounting is switched
+  # off, so the password does not outlive its use; generated keys go with
+  # their SlurmCluster through the garbage collector, never by the operator.
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   # get/list/watch: report a slurmctld state volume that does not bind. The
