@@ -167,7 +167,7 @@ def reconcile(namespace: str, name: str) -> None:
         raise
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
-        State.wake[(namespace, name)] = time.monotonic() + propagation_left(plan.rendered.hash)
+        State.wake[(namespace, name)] = time.monotonic() + propagation_left(namespace, name)
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
         namespace,
