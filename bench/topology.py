@@ -197,6 +197,7 @@ def part_follow(
     kube: Kube,
     kubeconfig: Path,
     port: int,
+    operator_log: Path,
     *,
     nodes: int,
     changes: int,
@@ -237,6 +238,7 @@ def part_follow(
             moved = dict([move(node, 1)])
             samples.append(follow.wait_moved(moved, start, 300))
             poll("ConfigApplied", settled, 120)
+        load = os.getloadavg()[0]  # the machine is shared: say how busy it was
         # The burst: other nodes, a few from every domain, patched back to back.
         others = (n for n in layout if n.index > 0)
         chosen = sorted(others, key=lambda n: (n.index, n.domain))[:burst]
@@ -261,6 +263,8 @@ def part_follow(
         }
 
     shown = stage("shown")
+    log = operator_log.read_text(errors="replace") if operator_log.exists() else ""
+    reconciles = [float(x) for x in re.findall(r"reconciled cluster=\S+ .*seconds=([\d.]+)", log)]
     return {
         "bench": "topology_follow",
         "nodes": len(names),
@@ -273,6 +277,12 @@ def part_follow(
             "configmap_to_reconfigure": stage("reconfigure", "configmap"),
             "reconfigure_to_shown": stage("shown", "reconfigure"),
         },
+        # Each reconcile lists every Node: most of label_to_configmap at this size.
+        "reconcile_s": {
+            "p50": round(statistics.median(reconciles), 2) if reconciles else None,
+            "count": len(reconciles),
+        },
+        "load_average_1m": round(load, 1),
         "target_p50_s": TARGET_FOLLOW_P50_S,
         "meets_target": shown["p50"] < TARGET_FOLLOW_P50_S,
         "burst": {
@@ -319,13 +329,15 @@ def follow_main(args: argparse.Namespace) -> int:
     # `in_ctld` runs `python -m slurmkube_e2e exec` in a child process.
     os.environ["PYTHONPATH"] = os.pathsep.join([*E2E_PATH, os.environ.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory() as tmp:
-        operator = OperatorProcess(env, Path(tmp) / "operator.log", ["--metrics-port", str(port)])
+        log = Path(tmp) / "operator.log"
+        operator = OperatorProcess(env, log, ["--metrics-port", str(port)])
         operator.start()
         try:
             result = part_follow(
                 kube,
                 kubeconfig,
                 port,
+                log,
                 nodes=args.nodes,
                 changes=args.changes,
                 burst=args.burst,

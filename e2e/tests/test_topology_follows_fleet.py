@@ -36,7 +36,13 @@ from slurmkube_e2e.operator_cluster import (
     wait_job,
 )
 from slurmkube_e2e.topology import block_of, slurm_blocks
-from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_gone
+from slurmkube_e2e.waiting import (
+    condition,
+    has_condition,
+    wait_for,
+    wait_for_list,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -160,6 +166,11 @@ def ctld_identity(kube: Kube, namespace: str) -> tuple[str, str]:
     return pod["metadata"]["uid"], in_ctld(namespace, "pgrep", "-x", "slurmctld").strip()
 
 
+def topology_message(cluster: Manifest | None) -> str:
+    found = condition(cluster, "TopologyApplied")
+    return str(found["message"]) if found and found["status"] == "True" else ""
+
+
 def test_scontrol_shows_one_block_per_nvlink_domain(kube: Kube, topo: Fleet) -> None:
     blocks = wait_blocks(topo)
     assert sorted(blocks) == ["nvl0", "nvl1", "nvl2", "nvl3"]
@@ -168,6 +179,7 @@ def test_scontrol_shows_one_block_per_nvlink_domain(kube: Kube, topo: Fleet) -> 
     assert blocks["nvl2"] == {topo.sim(2, i) for i in range(16)}
     cluster = kube.get(API, "SlurmCluster", "local", namespace=topo.namespace)
     assert has_condition(cluster, "TopologyValid")
+    assert "(topology/block, 4 blocks) in force" in topology_message(cluster)
 
 
 def test_relabelled_nodes_form_a_new_block_live_and_a_segment_job_follows(
@@ -185,6 +197,15 @@ def test_relabelled_nodes_form_a_new_block_live_and_a_segment_job_follows(
     blocks = wait_blocks(topo)
     assert blocks["nvl4"] == frozenset(moved)
     assert len(blocks["nvl0"]) == len(blocks["nvl1"]) == 14
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda c: "(topology/block, 5 blocks) in force" in topology_message(c),
+        namespace=ns,
+        what="TopologyApplied with 5 blocks",
+    )
     # In place: same pod, same slurmctld process, the job still running.
     assert ctld_identity(kube, ns) == before
     assert job_state(ns, running)[0] == "RUNNING"

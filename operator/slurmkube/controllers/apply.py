@@ -15,7 +15,13 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.kube.client import Kube
-from slurmkube.render.cluster import Condition, Plan, SlurmNodeView, undrain_candidates
+from slurmkube.render.cluster import (
+    Condition,
+    Plan,
+    SlurmNodeView,
+    topology_applied,
+    undrain_candidates,
+)
 from slurmkube.render.kubernetes import slurmd_selector
 from slurmkube.render.reconfigure import ConfigClock, advance, seconds_left
 from slurmkube.render.status import gpu_counts, node_counts, pod_condition_updates
@@ -75,7 +81,8 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
         kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
     conditions.append(_apply_kueue(kube, plan))
-    conditions += _reconfigure(kube, snap, plan)
+    config_applied = _reconfigure(kube, snap, plan)
+    conditions += [*config_applied, topology_applied(config_applied[0], plan.topology_summary)]
     conditions.append(
         Condition(
             "SlurmReachable",
