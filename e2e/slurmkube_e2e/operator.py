@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
 class OperatorProcess:
-    def __init__(self, env: Mapping[str, str], log: Path) -> None:
+    def __init__(self, env: Mapping[str, str], log: Path, args: Sequence[str] = ()) -> None:
         self.env = dict(env)
         self.log = log
+        self.args = list(args)  # more `slurmkube operator` flags (e.g. --metrics-port)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -32,6 +33,7 @@ class OperatorProcess:
                     "--all-namespaces",
                     "--health-port",
                     "0",
+                    *self.args,
                 ],
                 env=self.env,
                 stdout=out,

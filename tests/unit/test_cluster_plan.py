@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from slurmkube.render.cluster import Observed, PodView, SlurmNodeView, plan_cluster
+from slurmkube.render.cluster import (
+    Condition,
+    Observed,
+    PodView,
+    SlurmNodeView,
+    plan_cluster,
+    topology_applied,
+)
 from slurmkube.testing.builders import bundle, nvl_fleet
 from slurmkube.topology.fleet import fleet_node
 
@@ -127,3 +134,36 @@ def test_invalid_spec_plans_nothing_and_says_why() -> None:
     (condition,) = plan.conditions
     assert condition.type == "ConfigApplied" and not condition.status
     assert "spec.partitions[0].nodeSets[0]" in condition.message
+
+
+@pytest.mark.parametrize(
+    ("config_applied", "status", "reason"),
+    [
+        (Condition("ConfigApplied", True, "Applied", "config abc in force"), True, "Applied"),
+        (
+            Condition("ConfigApplied", False, "Propagating", "reconfigure in 9s"),
+            False,
+            "Propagating",
+        ),
+        (
+            Condition("ConfigApplied", False, "ReconfigureFailed", "boom"),
+            False,
+            "ReconfigureFailed",
+        ),
+    ],
+    ids=["applied", "propagating", "failed"],
+)
+def test_topology_applied_names_the_file_hash_and_counts_and_follows_the_reconfigure(
+    config_applied: Condition, status: bool, reason: str
+) -> None:
+    plan = plan_cluster(observed())
+    # nvl_fleet(2, 2): two NVLink domains of two nodes, block size 2.
+    assert plan.topology_summary.startswith("topology.conf ")
+    assert plan.topology_summary.endswith("(topology/block, 2 blocks)")
+    condition = topology_applied(config_applied, plan.topology_summary)
+    assert (condition.type, condition.status, condition.reason) == (
+        "TopologyApplied",
+        status,
+        reason,
+    )
+    assert condition.message.startswith(plan.topology_summary)

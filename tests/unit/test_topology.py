@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from slurmkube.api.models import KubeNode, TopologySpec
 from slurmkube.render import plan_config, render_files
 from slurmkube.testing.builders import NodeBuilder, bundle, nvl_fleet
-from slurmkube.topology.fleet import fleet_node
+from slurmkube.topology.fleet import fleet_node, node_fingerprint
 from slurmkube.topology.model import FleetTopology, build_topology
 
 
@@ -76,3 +76,25 @@ def test_adding_one_node_changes_only_the_line_of_its_block(domain: int, per: in
     ]
     assert len(changed) == 2
     assert all(f".{domain + 1} Nodes=" in line for line in changed)
+
+
+def _heartbeat(node: dict[str, object], stamp: str, version: str) -> dict[str, object]:
+    status = dict(node["status"])  # type: ignore[arg-type]
+    status["conditions"] = [
+        {**c, "lastHeartbeatTime": stamp} for c in status.get("conditions") or []
+    ]
+    meta = {**node["metadata"], "resourceVersion": version}  # type: ignore[dict-item]
+    return {**node, "metadata": meta, "status": status}
+
+
+def test_node_fingerprint_ignores_heartbeats_and_sees_what_the_plan_reads() -> None:
+    node = NodeBuilder("g-1").clique(1).dict()
+    base = node_fingerprint(node)
+    assert node_fingerprint(_heartbeat(node, "2026-12-03T08:00:00Z", "42")) == base
+    relabelled = NodeBuilder("g-1").clique(2).dict()
+    not_ready = NodeBuilder("g-1").clique(1)
+    not_ready.ready = False
+    cordoned = {**node, "spec": {"unschedulable": True}}
+    fewer_gpus = NodeBuilder("g-1").clique(1).gpus(2).dict()
+    for changed in (relabelled, not_ready.dict(), cordoned, fewer_gpus):
+        assert node_fingerprint(changed) != base

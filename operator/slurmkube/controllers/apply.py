@@ -15,8 +15,15 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.kube.client import Kube
-from slurmkube.render.cluster import Condition, Plan, SlurmNodeView, undrain_candidates
+from slurmkube.render.cluster import (
+    Condition,
+    Plan,
+    SlurmNodeView,
+    topology_applied,
+    undrain_candidates,
+)
 from slurmkube.render.kubernetes import slurmd_selector
+from slurmkube.render.reconfigure import ConfigClock, advance, seconds_left
 from slurmkube.render.status import gpu_counts, node_counts, pod_condition_updates
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
@@ -76,7 +83,8 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
         kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
     conditions.append(_apply_kueue(kube, plan))
-    conditions += _reconfigure(kube, snap, plan)
+    config_applied = _reconfigure(kube, snap, plan)
+    conditions += [*config_applied, topology_applied(config_applied[0], plan.topology_summary)]
     conditions.append(
         Condition(
             "SlurmReachable",
@@ -109,26 +117,32 @@ def _apply_kueue(kube: Kube, plan: Plan) -> Condition:
     )
 
 
-# A changed ConfigMap reaches the slurmctld pod's volume only after the kubelet's
-# next sync (about a minute; configMapAndSecretChangeDetectionStrategy). Before
-# that `scontrol reconfigure` would re-read the old files, so it is issued once,
-# after this window. Once, because each reconfigure re-executes slurmctld's
-# internals, and a job ending meanwhile was seen stuck in COMPLETING.
+# How long a changed ConfigMap may take to reach the slurmctld pod's volume
+# (render/reconfigure.py). `scontrol reconfigure` is issued once, after it.
+# Once, because each reconfigure re-executes slurmctld's internals, and a job
+# ending meanwhile was seen stuck in COMPLETING.
 PROPAGATION_SECONDS = float(os.environ.get("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "90"))
-_first_seen: dict[str, float] = {}
+# Per (namespace, cluster): the hash the ConfigMap holds and since when. In
+# memory only: after an operator restart the whole window is waited again.
+_clocks: dict[tuple[str, str], ConfigClock] = {}
 
 
-def propagation_left(config_hash: str) -> float:
-    """Seconds until a config first seen now is reconfigured (0 when due)."""
-    first = _first_seen.get(config_hash)
-    return 0.0 if first is None else max(0.0, PROPAGATION_SECONDS - (time.monotonic() - first))
+def propagation_left(namespace: str, name: str) -> float:
+    """Seconds until the config last written for a cluster is reconfigured (0 when due)."""
+    clock = _clocks.get((namespace, name))
+    return 0.0 if clock is None else seconds_left(clock, time.monotonic(), PROPAGATION_SECONDS)
 
 
 def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     """`scontrol reconfigure` (through slurmrestd) when the config hash changed; never a restart."""
     assert plan.rendered is not None
+    meta = snap.cluster_obj["metadata"]
     status = snap.cluster_obj.get("status") or {}
     wanted = plan.rendered.hash
+    # apply_plan wrote the ConfigMap with `wanted` just before this.
+    now = time.monotonic()
+    key = (meta["namespace"], meta["name"])
+    clock = _clocks[key] = advance(_clocks.get(key), wanted, now)
     if status.get("configHash") == wanted:
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
     if snap.slurm is None or snap.observed.slurm_nodes is None:
@@ -137,8 +151,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
             )
         ]
-    now = time.monotonic()
-    left = PROPAGATION_SECONDS - (now - _first_seen.setdefault(wanted, now))
+    left = seconds_left(clock, now, PROPAGATION_SECONDS)
     if left > 0:
         return [
             Condition(
@@ -149,7 +162,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 "ConfigMap has reached the slurmctld pod",
             )
         ]
-    cluster = snap.cluster_obj["metadata"]["name"]
+    cluster = meta["name"]
     try:
         snap.slurm.reconfigure()
     except SlurmError as err:

@@ -1,9 +1,10 @@
 """kopf wiring: events mark clusters dirty, a per-cluster timer reconciles (debounced).
 
 Handlers never branch on create vs update: any event on a SlurmCluster, one
-of its NodeSets or any Node marks the cluster dirty; a 1 s timer per cluster
-runs the whole observe -> plan -> apply when dirty, and every 30 s anyway to
-catch drift. Many label changes inside one second cost one reconcile.
+of its NodeSets, or a Node change the reconcile would see (labels, resources,
+readiness, cordon; not heartbeats) marks the cluster dirty; a 1 s timer per
+cluster runs the whole observe -> plan -> apply when dirty, and every 30 s
+anyway to catch drift. Many label changes inside one second cost one reconcile.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from slurmkube.controllers.observe import observe
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.render.cluster import plan_cluster
+from slurmkube.topology.fleet import node_fingerprint
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -42,6 +44,8 @@ class _OperatorState:
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # When a cluster wants its next reconcile anyway (a pending reconfigure).
     wake: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Per Node: node_fingerprint of the last event that marked clusters dirty.
+    nodes: dict[str, int] = field(default_factory=dict)
 
 
 State = _OperatorState()
@@ -123,8 +127,17 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 
 
 @kopf.on.event("", "v1", "nodes")
-def node_event(**_: Any) -> None:
-    # Any node change may move a node between NodeSets, blocks or switches.
+def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """A node that appeared, went, or changed what the reconcile reads marks every
+    cluster dirty; heartbeats (most Node events in a large fleet) do not."""
+    name = body["metadata"]["name"]
+    if type == "DELETED":
+        State.nodes.pop(name, None)
+    else:
+        fingerprint = node_fingerprint(body)
+        if State.nodes.get(name) == fingerprint:
+            return
+        State.nodes[name] = fingerprint
     for key in list(State.last):
         State.dirty.add(key)
 
@@ -167,7 +180,7 @@ def reconcile(namespace: str, name: str) -> None:
         raise
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
-        State.wake[(namespace, name)] = time.monotonic() + propagation_left(plan.rendered.hash)
+        State.wake[(namespace, name)] = time.monotonic() + propagation_left(namespace, name)
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
         namespace,

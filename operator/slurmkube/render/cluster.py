@@ -21,7 +21,7 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import SlurmCluster
-from slurmkube.render.config import plan_config
+from slurmkube.render.config import SlurmConfig, plan_config
 from slurmkube.render.files import RenderedConfig, render_files
 from slurmkube.render.kubernetes import (
     Manifest,
@@ -118,6 +118,8 @@ class Plan:
     members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
     kueue_objects: tuple[Manifest, ...] = ()
+    # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
+    topology_summary: str = ""
 
 
 DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
@@ -203,6 +205,7 @@ def plan_cluster(observed: Observed) -> Plan:
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
         conditions=_topology_conditions(config.topology),
         kueue_objects=_kueue_objects(bundle),
+        topology_summary=_topology_summary(config, rendered),
     )
 
 
@@ -265,6 +268,26 @@ def _topology_conditions(topology: FleetTopology) -> tuple[Condition, ...]:
         f"size, {problems} invalid label values"
     )
     return (Condition("TopologyValid", problems == 0 and small == 0, "Labels", message),)
+
+
+def _topology_summary(config: SlurmConfig, rendered: RenderedConfig) -> str:
+    """What topology.conf holds: blocks for topology/block, switches for topology/tree."""
+    digest = hashlib.sha256(rendered.files["topology.conf"].encode()).hexdigest()[:12]
+    counts = {
+        "topology/block": f"{len(config.topology.blocks)} blocks",
+        "topology/tree": f"{len(config.topology.switches)} switches",
+    }
+    plugin = config.topology_plugin
+    return f"topology.conf {digest} ({plugin}, {counts.get(plugin, 'empty')})"
+
+
+def topology_applied(config_applied: Condition, summary: str) -> Condition:
+    """TopologyApplied follows ConfigApplied: topology.conf is re-read by the same reconfigure."""
+    if config_applied.status:
+        return Condition("TopologyApplied", True, "Applied", f"{summary} in force")
+    return Condition(
+        "TopologyApplied", False, config_applied.reason, f"{summary}: {config_applied.message}"
+    )
 
 
 def undrain_candidates(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+from typing import Any
 
 from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
@@ -151,3 +152,30 @@ def sorted_nodes(nodes: Iterable[FleetNode]) -> list[FleetNode]:
 def as_fleet(nodes: Iterable[KubeNode | FleetNode]) -> list[FleetNode]:
     """Kubernetes nodes (converted) or already converted fleet nodes, in natural order."""
     return sorted_nodes(n if isinstance(n, FleetNode) else fleet_node(n) for n in nodes)
+
+
+def node_fingerprint(raw: Mapping[str, Any]) -> int:
+    """A digest of what the reconcile reads from a Node object: labels,
+    schedulability, resources and readiness.
+
+    Kubelets (and kwok) rewrite their Node every few seconds for heartbeats
+    (condition timestamps, resourceVersion). Those events leave this digest
+    alone, so the Node watcher marks clusters dirty only for changes that can
+    move a node between NodeSets, blocks or switches.
+    """
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    ready = next(
+        (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+        None,
+    )
+    return hash(
+        (
+            tuple(sorted((meta.get("labels") or {}).items())),
+            bool(spec.get("unschedulable")),
+            tuple(sorted((status.get("allocatable") or {}).items())),
+            tuple(sorted((status.get("capacity") or {}).items())),
+            ready,
+        )
+    )

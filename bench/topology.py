@@ -1,0 +1,354 @@
+"""Topology benchmarks (issue 6): render cost, and how fast Slurm follows a relabelled fleet.
+
+(a) render: for 1k/10k/50k nodes (140 NVLink blocks per 10k, three network
+    tiers; the fleet of bench/render.py) the time to build the topology model,
+    render topology.conf as block and as tree, build the Kueue Topology and
+    ResourceFlavors, and the whole plan + render a fleet change costs. One
+    child process per size, so its peak RSS is that size's alone. No cluster.
+(b) follow: on the local control plane (`make cluster-up`) with N kwok nodes
+    in a SlurmCluster (replicas 0: all State=CLOUD, all in topology.conf):
+    the time from a Node label patch (`nvidia.com/gpu.clique` moved to another
+    domain) to `scontrol show topology` in the slurmctld pod showing the node
+    in its new block, p50/p95 over C changes, split into label -> ConfigMap
+    rendered (debounce + reconcile), ConfigMap -> file in the slurmctld pod
+    (volume sync), -> `scontrol reconfigure` issued (the operator's
+    propagation window) and -> shown; then a burst of B label changes and the
+    number of reconfigures it cost (the operator's
+    slurmkube_reconfigures_total counter). The operator runs as in the e2e
+    suite, started and stopped here by PID, with
+    SLURMKUBE_CONFIG_PROPAGATION_SECONDS as given (default 12, the e2e value).
+
+Prints one JSON line per size (a) and one for (b). Target (DESIGN.md §7): label
+change to `scontrol show topology` p50 under 2 s with 1,000 nodes.
+
+    python bench/topology.py --part render [--sizes 1000,10000,50000]
+    python bench/topology.py --part follow [--nodes 1000 --changes 20 --burst 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# The e2e helpers (cluster, operator process, slurmctld pod), as `make e2e-local` finds them.
+E2E_PATH = [str(ROOT / "e2e"), str(ROOT / "e2e/local/runtime")]
+sys.path[1:1] = E2E_PATH
+
+import yaml  # noqa: E402
+
+from reconcile import condition, delete_namespace, namespace, operator_env, poll  # noqa: E402
+from render import cluster_docs, fleet_dicts  # noqa: E402
+from slurmkube_e2e import fleet  # noqa: E402
+from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready  # noqa: E402
+from slurmkube_e2e.kube import Kube  # noqa: E402
+from slurmkube_e2e.layout import Layout  # noqa: E402
+from slurmkube_e2e.operator import OperatorProcess  # noqa: E402
+from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, in_ctld  # noqa: E402
+from slurmkube_e2e.topology import parse_blocks, slurm_blocks  # noqa: E402
+
+TARGET_FOLLOW_P50_S = 2.0
+FOLLOW_FLEET = "bench-topo"
+PER_DOMAIN = 20
+BLOCK_SIZE = 8  # below every domain's size while nodes move between domains
+
+
+# --- (a) render ------------------------------------------------------------------
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 2)
+
+
+def measure_render(nodes: int, blocks: int, repeat: int) -> dict[str, Any]:
+    """In a child process: each stage's median over `repeat` runs, then peak RSS."""
+    from slurmkube.api.documents import parse_cluster, parse_nodes
+    from slurmkube.render import plan_config
+    from slurmkube.render.cluster import kueue_name
+    from slurmkube.render.files import render_files, render_topology_conf
+    from slurmkube.topology.fleet import fleet_node
+    from slurmkube.topology.kueue import kueue_topology, resource_flavors
+    from slurmkube.topology.model import build_topology
+
+    fleet = [fleet_node(n) for n in parse_nodes(fleet_dicts(nodes, blocks))]
+    result: dict[str, Any] = {"bench": "topology_render", "nodes": nodes, "blocks": blocks}
+    for plugin in ("block", "tree"):
+        bundle = parse_cluster(cluster_docs(plugin))
+        spec = bundle.cluster.spec.topology
+        config = plan_config(bundle, fleet)
+        runs: dict[str, list[float]] = {"model_ms": [], "conf_ms": [], "kueue_ms": [], "all_ms": []}
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            topology = build_topology(fleet, spec)
+            runs["model_ms"].append(_ms(t0))
+            t0 = time.perf_counter()
+            text = render_topology_conf(config)
+            runs["conf_ms"].append(_ms(t0))
+            t0 = time.perf_counter()
+            name = kueue_name(bundle)
+            kueue_topology(name, spec)
+            resource_flavors(bundle, name, prefix=name)
+            runs["kueue_ms"].append(_ms(t0))
+            # What one fleet change costs the operator: plan and every file.
+            t0 = time.perf_counter()
+            render_files(plan_config(bundle, fleet))
+            runs["all_ms"].append(_ms(t0))
+        result[plugin] = {
+            **{k: round(statistics.median(v), 2) for k, v in runs.items()},
+            "topology_conf_lines": text.count("\n"),
+            "model_blocks": len(topology.blocks),
+            "model_switches": len(topology.switches),
+        }
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return result
+
+
+def part_render(sizes: list[int], repeat: int) -> None:
+    for size in sizes:
+        blocks = max(1, round(size * 140 / 10_000))
+        argv = [
+            sys.executable,
+            __file__,
+            "--child",
+            str(size),
+            str(blocks),
+            "--repeat",
+            str(repeat),
+        ]
+        out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+        print(out.strip(), flush=True)
+
+
+# --- (b) follow ------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def reconfigures(port: int, cluster: str = "local") -> int:
+    """slurmkube_reconfigures_total{result="ok"} of one cluster, from the operator's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    pattern = rf'^slurmkube_reconfigures_total\{{cluster="{cluster}",result="ok"\}} (\S+)$'
+    found = re.search(pattern, text, re.MULTILINE)
+    return int(float(found.group(1))) if found else 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Follow:
+    """One SlurmCluster over the bench fleet, and the places a label change shows up."""
+
+    def __init__(self, kube: Kube, namespace: str, metrics_port: int) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.port = metrics_port
+
+    def config_blocks(self) -> dict[str, frozenset[str]]:
+        cm = self.kube.get("v1", "ConfigMap", "local-slurm-config", self.namespace) or {}
+        return parse_blocks((cm.get("data") or {}).get("topology.conf", ""))
+
+    def pod_blocks(self) -> dict[str, frozenset[str]]:
+        return parse_blocks(in_ctld(self.namespace, "cat", "/etc/slurm/topology.conf"))
+
+    def wait_moved(self, moves: dict[str, str], start: float, timeout: float) -> dict[str, float]:
+        """Seconds from `start` until each stage shows every node of `moves` in its block."""
+        before = reconfigures(self.port)
+        marks: dict[str, float] = {}
+
+        def placed(blocks: dict[str, frozenset[str]]) -> bool:
+            return all(node in blocks.get(block, ()) for node, block in moves.items())
+
+        while "shown" not in marks:
+            now = time.monotonic()
+            if now - start > timeout:
+                raise SystemExit(f"bench/topology: change not shown after {timeout:.0f}s: {marks}")
+            if "configmap" not in marks and placed(self.config_blocks()):
+                marks["configmap"] = time.monotonic()
+            if "configmap" in marks and "pod_file" not in marks and placed(self.pod_blocks()):
+                marks["pod_file"] = time.monotonic()
+            if "reconfigure" not in marks and reconfigures(self.port) > before:
+                marks["reconfigure"] = time.monotonic()
+            if "reconfigure" in marks and placed(slurm_blocks(self.namespace)):
+                marks["shown"] = time.monotonic()
+            time.sleep(0.1)
+        return {k: round(v - start, 2) for k, v in marks.items()}
+
+
+def part_follow(
+    kube: Kube,
+    kubeconfig: Path,
+    port: int,
+    operator_log: Path,
+    *,
+    nodes: int,
+    changes: int,
+    burst: int,
+    propagation: float,
+) -> dict[str, Any]:
+    domains = max(2, nodes // PER_DOMAIN)
+    spec = fleet.FleetSpec(name=FOLLOW_FLEET, nvl_domains=domains, nodes_per_domain=PER_DOMAIN)
+    layout = fleet.layout(spec)
+    clique = {n.domain: n.clique for n in layout}
+    names = apply_fleet(kubeconfig, spec)
+    wait_nodes_ready(kubeconfig, names, timeout=900)
+    ns = namespace(kube, "topo")
+    cluster, node_set = docs(ns, replicas=0)
+    node_set["spec"]["nodeSelector"] = {"matchLabels": {fleet.FLEET_LABEL: FOLLOW_FLEET}}
+    node_set["spec"].pop("tolerations", None)
+    cluster["spec"]["topology"] = {"blockSize": BLOCK_SIZE}
+    cluster["spec"]["controller"]["nodeSelector"] = LOCAL
+    cluster["spec"]["controller"]["tolerations"] = TOLERATE
+    follow = Follow(kube, ns, port)
+
+    def move(node: fleet.SimulatedNode, step: int) -> tuple[str, str]:
+        target = clique[(node.domain + step) % domains]
+        kube.patch("v1", "Node", node.name, {"metadata": {"labels": {fleet.CLIQUE_LABEL: target}}})
+        return node.name, target
+
+    def settled() -> bool:
+        return condition(kube.get(API, "SlurmCluster", "local", ns), "ConfigApplied")
+
+    try:
+        for doc in (cluster, node_set):
+            kube.apply(doc)
+        poll("Ready", lambda: condition(kube.get(API, "SlurmCluster", "local", ns), "Ready"), 600)
+        samples: list[dict[str, float]] = []
+        # Node index 0 of successive domains, each moved one domain on.
+        for node in [n for n in layout if n.index == 0][:changes]:
+            start = time.monotonic()
+            moved = dict([move(node, 1)])
+            samples.append(follow.wait_moved(moved, start, 300))
+            poll("ConfigApplied", settled, 120)
+        load = os.getloadavg()[0]  # the machine is shared: say how busy it was
+        # The burst: other nodes, a few from every domain, patched back to back.
+        others = (n for n in layout if n.index > 0)
+        chosen = sorted(others, key=lambda n: (n.index, n.domain))[:burst]
+        count_before = reconfigures(port)
+        start = time.monotonic()
+        moves = dict(move(node, 1) for node in chosen)
+        patch_seconds = time.monotonic() - start
+        burst_marks = follow.wait_moved(moves, start, 600)
+        poll("ConfigApplied", settled, 120)
+        time.sleep(3)  # a late second reconfigure would show up here
+        burst_reconfigures = reconfigures(port) - count_before
+    finally:
+        delete_namespace(kube, ns)
+        for name in names:
+            kube.delete("v1", "Node", name)
+
+    def stage(key: str, since: str | None = None) -> dict[str, float]:
+        values = [s[key] - (s[since] if since else 0.0) for s in samples]
+        return {
+            "p50": round(statistics.median(values), 2),
+            "p95": round(percentile(values, 0.95), 2),
+        }
+
+    shown = stage("shown")
+    log = operator_log.read_text(errors="replace") if operator_log.exists() else ""
+    reconciles = [float(x) for x in re.findall(r"reconciled cluster=\S+ .*seconds=([\d.]+)", log)]
+    return {
+        "bench": "topology_follow",
+        "nodes": len(names),
+        "changes": len(samples),
+        "propagation_seconds": propagation,
+        "label_to_scontrol_s": shown,
+        "breakdown_s": {
+            "label_to_configmap": stage("configmap"),
+            "configmap_to_pod_file": stage("pod_file", "configmap"),
+            "configmap_to_reconfigure": stage("reconfigure", "configmap"),
+            "reconfigure_to_shown": stage("shown", "reconfigure"),
+        },
+        # Each reconcile lists every Node: most of label_to_configmap at this size.
+        "reconcile_s": {
+            "p50": round(statistics.median(reconciles), 2) if reconciles else None,
+            "count": len(reconciles),
+        },
+        "load_average_1m": round(load, 1),
+        "target_p50_s": TARGET_FOLLOW_P50_S,
+        "meets_target": shown["p50"] < TARGET_FOLLOW_P50_S,
+        "burst": {
+            "label_changes": len(moves),
+            "patch_seconds": round(patch_seconds, 2),
+            "reconfigures": burst_reconfigures,
+            "label_to_scontrol_s": burst_marks.get("shown"),
+        },
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("render", "follow", "all"), default="render")
+    parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--propagation", type=float, default=12.0)
+    parser.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure_render(args.child[0], args.child[1], args.repeat)))
+        return 0
+    if args.part in ("render", "all"):
+        part_render([int(s) for s in args.sizes.split(",")], args.repeat)
+    if args.part in ("follow", "all"):
+        return follow_main(args)
+    return 0
+
+
+def follow_main(args: argparse.Namespace) -> int:
+    kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
+    if not kubeconfig.exists():
+        print(f"bench/topology: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
+        return 1
+    kube = Kube(kubeconfig)
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        kube.apply(yaml.safe_load(path.read_text()))
+    port = _free_port()
+    env = operator_env(kubeconfig)
+    env["SLURMKUBE_CONFIG_PROPAGATION_SECONDS"] = str(args.propagation)
+    # `in_ctld` runs `python -m slurmkube_e2e exec` in a child process.
+    os.environ["PYTHONPATH"] = os.pathsep.join([*E2E_PATH, os.environ.get("PYTHONPATH", "")])
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "operator.log"
+        operator = OperatorProcess(env, log, ["--metrics-port", str(port)])
+        operator.start()
+        try:
+            result = part_follow(
+                kube,
+                kubeconfig,
+                port,
+                log,
+                nodes=args.nodes,
+                changes=args.changes,
+                burst=args.burst,
+                propagation=args.propagation,
+            )
+            print(json.dumps(result), flush=True)
+        finally:
+            if operator.stop() not in (0, -15, None):
+                print(operator.tail(), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
