@@ -135,7 +135,9 @@ def _operator(args: argparse.Namespace) -> int:
 
     import kopf
 
-    import slurmkube.controllers.handlers  # noqa: F401  (registers the handlers)
+    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check.
+    import slurmkube.controllers.handlers
+    import slurmkube.controllers.lending  # noqa: F401
     from slurmkube import metrics
 
     logging.basicConfig(
@@ -148,7 +150,11 @@ def _operator(args: argparse.Namespace) -> int:
         kopf.operator(
             namespaces=namespaces,
             clusterwide=bool(args.all_namespaces),
-            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz",
+            # 0 means off: aiohttp reads port 0 in a URL as the default, 80, which
+            # another operator on the same host may hold (e2e runs several).
+            liveness_endpoint=(
+                f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+            ),
             standalone=True,
         )
     )
@@ -200,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", default=os.environ.get("SLURMKUBE_WATCH_NAMESPACE", "default")
     )
     scope.add_argument("--all-namespaces", action="store_true")
-    operator.add_argument("--health-port", type=int, default=8080)
+    operator.add_argument("--health-port", type=int, default=8080, help="/healthz port (0: off)")
     operator.add_argument(
         "--metrics-port", type=int, default=0, help="Prometheus /metrics port (0: off)"
     )

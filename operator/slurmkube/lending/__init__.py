@@ -21,6 +21,7 @@ from slurmkube.lending.model import (
     ReservationView,
     SlurmState,
     WorkloadView,
+    fold_slurm_state,
     reservation_name,
     uid_of_reservation,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ReservationView",
     "SlurmState",
     "WorkloadView",
+    "fold_slurm_state",
     "gang_of",
     "our_check",
     "placement_state",

@@ -187,3 +187,30 @@ class LendingPlan:
     releases: tuple[Release, ...] = ()
     lent_nodes: int = 0  # nodes under a lease after this plan
     waiting: tuple[str, ...] = field(default=())  # uids waiting for Slurm jobs to end
+
+
+def fold_slurm_state(
+    *,
+    has_slurmd_pod: bool,
+    known: bool,
+    busy: bool,
+    responding: bool,
+    drain: bool,
+    drained_by_us: bool,
+) -> SlurmState:
+    """One node's Slurm state, as lending needs it.
+
+    A node running a job is BUSY whatever else is true: it is never lent before
+    the job ends. Without a slurmd pod, Slurm runs nothing there and the node is
+    Kubernetes' (ABSENT) unless an admin drained it. With a pod, an admin's
+    drain or a down node is DOWN; our own drain (the pod is leaving) is IDLE.
+    """
+    if busy:
+        return SlurmState.BUSY
+    if drain and not drained_by_us:
+        return SlurmState.DOWN
+    if not has_slurmd_pod:
+        return SlurmState.ABSENT
+    if not known or not responding:
+        return SlurmState.STARTING
+    return SlurmState.IDLE
