@@ -24,6 +24,7 @@ from slurmkube.lending import (
     ReservationView,
     SlurmState,
     WorkloadView,
+    fold_slurm_state,
     plan_lending,
     reservation_name,
     workload_view,
@@ -462,3 +463,35 @@ def test_workloads_never_share_a_node(blocks: list[str], sizes: list[int]) -> No
         )
     taken = [n for r in reservations for n in r.nodes]
     assert len(taken) == len(set(taken))
+
+
+FOLD = {
+    "a job running wins over everything": (
+        {"has_slurmd_pod": False, "busy": True, "drain": True},
+        SlurmState.BUSY,
+    ),
+    "an admin's drain is never lent": ({"drain": True}, SlurmState.DOWN),
+    "our own drain (pod leaving) is idle": (
+        {"drain": True, "drained_by_us": True},
+        SlurmState.IDLE,
+    ),
+    "no slurmd pod: Kubernetes owns it": (
+        {"has_slurmd_pod": False, "known": False},
+        SlurmState.ABSENT,
+    ),
+    "a pod Slurm does not answer for yet": ({"responding": False}, SlurmState.STARTING),
+    "registered and idle": ({}, SlurmState.IDLE),
+}
+
+
+@pytest.mark.parametrize(("given", "state"), FOLD.values(), ids=FOLD.keys())
+def test_slurm_state_folds_for_lending(given: dict[str, bool], state: SlurmState) -> None:
+    facts = {
+        "has_slurmd_pod": True,
+        "known": True,
+        "busy": False,
+        "responding": True,
+        "drain": False,
+        "drained_by_us": False,
+    } | given
+    assert fold_slurm_state(**facts) is state
