@@ -63,5 +63,6 @@ demo: venv slurm
 bench: venv slurm
 	$(PY) bench/render.py
 	$(PY) bench/bridge.py --placement-only
+	$(PY) bench/bridge.py --planner-only
 	$(PY) bench/sim.py --seed 1 --jobs 100000 --out $(SLURMKUBE_RUN)/bench-sim
 	$(PY) bench/backfill.py

@@ -282,6 +282,26 @@ def wait_returned(kube: Kube, namespace: str, uid: str, nodes: list[str]) -> Non
     )
 
 
+def submitted_and_reserved(kube: Kube, namespace: str, job: str) -> str:
+    """The UID of the Job's Workload, once Slurm holds a reservation for it."""
+    uid = str(
+        wait_workload(kube, namespace, job, lambda w: w["metadata"]["uid"], timeout=30)["metadata"][
+            "uid"
+        ]
+    )
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda _: f"slurmkube-{uid}" in reservations(namespace),
+        namespace=namespace,
+        timeout=60,
+        what=f"a Slurm reservation for the workload of {job}",
+    )
+    return uid
+
+
 def check_entry(w: Manifest, check: str) -> Manifest:
     return next(e for e in w["status"]["admissionChecks"] if e["name"] == check)
 
@@ -294,18 +314,7 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
 ) -> None:
     ns = bridge.namespace
     kube.create(make_job("two", nodes=2, seconds=20), namespace=ns)
-    pending = wait_workload(kube, ns, "two", lambda w: w["metadata"].get("uid"), timeout=30)
-    uid = pending["metadata"]["uid"]
-    wait_for(
-        kube,
-        API,
-        "SlurmCluster",
-        "local",
-        lambda _: f"slurmkube-{uid}" in reservations(ns),
-        namespace=ns,
-        timeout=60,
-        what="a Slurm reservation for the workload",
-    )
+    uid = submitted_and_reserved(kube, ns, "two")
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and set(reserved) <= set(LENDERS)  # both in one NVLink block
     # Slurm starts nothing new on them from now on.
@@ -401,19 +410,8 @@ def test_killing_the_operator_between_steps_leaks_nothing(
 ) -> None:
     ns = bridge.namespace
     kube.create(make_job("crash", nodes=2, seconds=600), namespace=ns)
-    uid = wait_workload(kube, ns, "crash", lambda w: w["metadata"].get("uid"), timeout=30)[
-        "metadata"
-    ]["uid"]
     # Killed right after the reservation: the restarted operator finishes the lend.
-    wait_for(
-        kube,
-        API,
-        "SlurmCluster",
-        "local",
-        lambda _: f"slurmkube-{uid}" in reservations(ns),
-        namespace=ns,
-        timeout=60,
-    )
+    uid = submitted_and_reserved(kube, ns, "crash")
     operator.kill()
     operator.start()
     wait_workload(kube, ns, "crash", lambda w: has_condition(w, "Admitted"), timeout=90)
