@@ -48,6 +48,7 @@ from slurmkube.lending import (
     fold_slurm_state,
     our_check,
     plan_lending,
+    reservation_name,
     uid_of_reservation,
     workload_view,
 )
@@ -240,7 +241,8 @@ def _reconcile_cluster(
         live_elsewhere=elsewhere,
     )
     plan = plan_lending(world)
-    _apply(kube, _Cluster(obj, cluster, rest), plan, raw_by_uid)
+    started = {r.name: r.start for r in reservations}
+    _apply(kube, _Cluster(obj, cluster, rest), plan, raw_by_uid, started)
     metrics.LENT_NODES.labels(name).set(plan.lent_nodes)
     metrics.WAITING_WORKLOADS.labels(name).set(len(plan.waiting))
     if not world.slurm_reachable:
@@ -324,6 +326,7 @@ def _apply(
     cluster: _Cluster,
     plan: LendingPlan,
     raw_by_uid: Mapping[str, Manifest],
+    reserved_at: Mapping[str, float],
 ) -> None:
     name = cluster.obj["metadata"]["name"]
     for release in plan.releases:
@@ -408,6 +411,11 @@ def _apply(
                 seconds = _since_quota_reserved(raw)
                 if seconds is not None:
                     metrics.LEND_SECONDS.labels(check.check).observe(seconds)
+                since = reserved_at.get(reservation_name(lend.uid))
+                if since:
+                    metrics.DRAIN_WAIT_SECONDS.labels(check.check).observe(
+                        max(0.0, time.time() - since)
+                    )
                 log.info("check ready workload=%s/%s", check.namespace, check.workload)
 
 

@@ -88,6 +88,13 @@ LEND_SECONDS = Histogram(
     buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600),
     registry=REGISTRY,
 )
+DRAIN_WAIT_SECONDS = Histogram(
+    "slurmkube_lending_drain_wait_seconds",
+    "From the Slurm reservation to the check Ready: Slurm jobs ending, slurmd pods leaving.",
+    ["check"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600, 14400),
+    registry=REGISTRY,
+)
 WAITING_WORKLOADS = Gauge(
     "slurmkube_lending_waiting_workloads",
     "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle).",
