@@ -405,6 +405,30 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     wait_returned(kube, ns, uid, reserved)
 
 
+def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_returns_them(
+    kube: Kube, bridge: Bridge
+) -> None:
+    ns = bridge.namespace
+    for name in ("race-a", "race-b"):
+        kube.create(make_job(name, nodes=2, seconds=600), namespace=ns)
+    a, b = (
+        wait_workload(kube, ns, name, lambda w: has_condition(w, "Admitted"), timeout=120)
+        for name in ("race-a", "race-b")
+    )
+    nodes_a = leased_nodes(kube, a["metadata"]["uid"])
+    nodes_b = leased_nodes(kube, b["metadata"]["uid"])
+    assert len(nodes_a) == len(nodes_b) == 2
+    assert not set(nodes_a) & set(nodes_b)
+    assert set(nodes_a) | set(nodes_b) == set(LENDERS)
+    # Deactivated: Kueue evicts it, and its nodes go back to Slurm; the other keeps its own.
+    kube.patch(KUEUE, "Workload", a["metadata"]["name"], {"spec": {"active": False}}, namespace=ns)
+    wait_returned(kube, ns, a["metadata"]["uid"], nodes_a)
+    assert leased_nodes(kube, b["metadata"]["uid"]) == nodes_b
+    for name in ("race-a", "race-b"):
+        kube.delete("batch/v1", "Job", name, namespace=ns)
+    wait_returned(kube, ns, b["metadata"]["uid"], nodes_b)
+
+
 def test_killing_the_operator_between_steps_leaks_nothing(
     kube: Kube, bridge: Bridge, operator: OperatorProcess
 ) -> None:
