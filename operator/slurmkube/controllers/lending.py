@@ -69,6 +69,9 @@ class _Bridge:
     dirty: bool = True
     last: float = 0.0
     task: asyncio.Task[None] | None = None
+    # Where Workloads and NodeSets are read: the operator's watched namespace
+    # (its RBAC is a Role there), or None with --all-namespaces.
+    namespace: str | None = None
 
 
 BRIDGE = _Bridge()
@@ -134,34 +137,59 @@ def reconcile_bridge(kube: Kube) -> None:
             for ac in kube.list(KUEUE, "AdmissionCheck", None)
             if (ac.get("spec") or {}).get("controllerName") == wk.CHECK_CONTROLLER
         ]
-        raw_workloads = kube.list(KUEUE, "Workload", None)
+        raw_workloads = kube.list(KUEUE, "Workload", BRIDGE.namespace)
     except ResourceNotFoundError:
         return  # Kueue is not installed
     checks = [_check_of(kube, ac) for ac in admission_checks]
     valid = {c.name: c for c in checks if c.policy is not None and c.cluster is not None}
     views = _workloads(raw_workloads, valid)
+    # Workloads holding nodes under any of our checks, valid or not: a check whose
+    # parameters are being fixed must not cost a running workload its nodes.
+    live = frozenset(
+        w.uid for w in _workloads(raw_workloads, {c.name: c for c in checks}) if w.holds_nodes
+    )
     raw_by_uid = {w["metadata"]["uid"]: w for w in raw_workloads}
-    clusters = sorted({c.cluster for c in valid.values() if c.cluster is not None})
+    clusters = {c.cluster for c in valid.values() if c.cluster is not None}
+    # Leases nobody holds on clusters no valid check names (a check deleted while
+    # it lent): those clusters are reconciled with no policy, which releases them.
+    clusters |= _clusters_with_leases(kube, live)
     active: dict[str, tuple[bool, str, str]] = {
         c.name: (False, "InvalidParameters", c.problem) for c in checks if c.problem
     }
-    for key in clusters:
+    for key in sorted(clusters):
         mine = [c for c in valid.values() if c.cluster == key]
-        elsewhere = frozenset(
-            w.uid for w in views if w.holds_nodes and valid[w.check].cluster != key
-        )
         ok, reason, message = _reconcile_cluster(
             kube,
             key,
             mine,
             [w for w in views if valid[w.check].cluster == key],
-            elsewhere=elsewhere,
+            elsewhere=live,
             raw_by_uid=raw_by_uid,
         )
         for c in mine:
             active[c.name] = (ok, reason, message)
     for c in checks:
         _write_active(kube, c.obj, *active.get(c.name, (False, "Unknown", "not reconciled")))
+
+
+def _clusters_with_leases(kube: Kube, live: frozenset[str]) -> set[tuple[str, str]]:
+    leased = [
+        n
+        for n in kube.list("v1", "Node", None, wk.LABEL_LEASE)
+        if (n["metadata"].get("labels") or {}).get(wk.LABEL_LEASE) not in live
+    ]
+    if not leased:
+        return set()
+    found = set()
+    for raw in kube.list(wk.API_VERSION, "NodeSet", BRIDGE.namespace):
+        node_set = NodeSet.model_validate(
+            {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        )
+        if any(
+            node_set.spec.node_selector.matches(n["metadata"].get("labels") or {}) for n in leased
+        ):
+            found.add((node_set.metadata.namespace or "default", node_set.spec.cluster_ref))
+    return found
 
 
 def _check_of(kube: Kube, ac: Manifest) -> _Check:
