@@ -457,3 +457,33 @@ def test_killing_the_operator_between_steps_leaks_nothing(
     assert not [r for r in reservations(ns) if r.startswith("slurmkube-")]
     pods = kube.list("v1", "Pod", namespace=ns, label_selector="app.kubernetes.io/name=slurmd")
     assert sorted(p["spec"]["nodeName"] for p in pods) == LENDERS
+
+
+def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_collected(
+    kube: Kube, bridge: Bridge, operator: OperatorProcess
+) -> None:
+    """Last in the module: it deletes the queue and the check. Kueue keeps an
+    AdmissionCheck while a ClusterQueue uses it, and the bridge keeps a workload's
+    nodes while its check exists; once all is gone, no check names the cluster and
+    the lease is found through the NodeSet that selects the node."""
+    ns = bridge.namespace
+    kube.create(make_job("orphan", nodes=2, seconds=600), namespace=ns)
+    admitted = wait_workload(kube, ns, "orphan", lambda w: has_condition(w, "Admitted"), timeout=90)
+    uid = admitted["metadata"]["uid"]
+    lent = leased_nodes(kube, uid)
+    assert len(lent) == 2
+    operator.kill()
+    kube.delete("batch/v1", "Job", "orphan", namespace=ns)
+    wait_for_list(
+        kube,
+        KUEUE,
+        "Workload",
+        lambda ws: not any(_owned_by(w, "orphan") for w in ws),
+        namespace=ns,
+        timeout=60,
+    )
+    for api, kind, name in _cluster_scoped(ns):
+        kube.delete(api, kind, name)
+    wait_gone(kube, KUEUE, "AdmissionCheck", bridge.check, timeout=60)
+    operator.start()
+    wait_returned(kube, ns, uid, lent)
