@@ -22,7 +22,13 @@ TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "eff
 
 
 def docs(
-    namespace: str, replicas: int = 4, max_time: str = "1-00:00:00", login: int = 0
+    namespace: str,
+    *,
+    replicas: int = 4,
+    max_time: str = "1-00:00:00",
+    login: int = 0,
+    node_set_tolerations: tuple[dict[str, str], ...] = (),
+    accounting: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     return [
         {
@@ -36,6 +42,7 @@ def docs(
                     "tolerations": TOLERATE,
                 },
                 "login": {"replicas": login},
+                "accounting": accounting or {"enabled": False},
                 # One 2-core host plays eight 16-core nodes.
                 "slurmd": {"cgroups": False, "configOverrides": True},
                 "topology": {"blockSize": 4},
@@ -51,7 +58,7 @@ def docs(
             "spec": {
                 "clusterRef": "local",
                 "nodeSelector": {"matchLabels": LOCAL},
-                "tolerations": TOLERATE,
+                "tolerations": [*TOLERATE, *node_set_tolerations],
                 "memoryReservedMiB": 1024,
                 "replicas": replicas,
             },

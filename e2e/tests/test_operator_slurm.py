@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,9 @@ from slurmkube_e2e.operator_cluster import (
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
+SLURMD = "app.kubernetes.io/name=slurmd"
+# The toleration the rollout test adds; later tests keep it (no second rollout).
+ROLLOUT = ({"key": "example.com/rollout", "operator": "Exists", "effect": "NoSchedule"},)
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +38,15 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
     namespace = f"e2e-operator-slurm-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    for doc in docs(namespace, login=1):
-        kube.apply(doc)
-    ready_cluster(kube, namespace)
-    yield namespace
-    kube.delete("v1", "Namespace", namespace)
-    wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+    try:
+        for doc in docs(namespace, login=1):
+            kube.apply(doc)
+        ready_cluster(kube, namespace)
+        yield namespace
+    finally:
+        # Also when setup failed: a leftover cluster would hold the local nodes' GPUs.
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
 
 
 def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
@@ -131,12 +138,61 @@ def test_partition_change_reconfigures_in_place(kube: Kube, slurm: str) -> None:
     in_ctld(slurm, "scancel", job)
 
 
+def test_changed_pod_template_rolls_pods_one_at_a_time_draining_first(
+    kube: Kube, slurm: str
+) -> None:
+    def slurmd_pods() -> dict[str, dict[str, Any]]:
+        pods = kube.list("v1", "Pod", namespace=slurm, label_selector=SLURMD)
+        return {p["metadata"]["name"]: p for p in pods}
+
+    before = {name: p["metadata"]["uid"] for name, p in slurmd_pods().items()}
+    job = in_ctld(
+        slurm, "sbatch", "--parsable", "-N1", "-w", "local-1", "--wrap", "sleep 40"
+    ).strip()
+    wait_job(slurm, job, {"RUNNING"})
+    # A new toleration changes every slurmd pod's template: each is replaced.
+    kube.apply(docs(slurm, node_set_tolerations=ROLLOUT)[1])
+    # While the job runs, its node's pod stays (drained at most); the others roll.
+    while job_state(slurm, job)[0] == "RUNNING":
+        busy = slurmd_pods().get("local-local-1")
+        assert busy is not None and busy["metadata"]["uid"] == before["local-local-1"]
+        time.sleep(2)
+    wait_job(slurm, job, {"COMPLETED"}, timeout=60)
+    final = wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda pods: (
+            len(pods) == 4
+            and all(p["metadata"]["uid"] not in before.values() for p in pods)
+            and all(has_condition(p, "Ready") for p in pods)
+        ),
+        namespace=slurm,
+        label_selector=SLURMD,
+        timeout=120,
+    )
+    assert all(
+        any(t.get("key") == "example.com/rollout" for t in p["spec"]["tolerations"]) for p in final
+    )
+    # Every replaced node is back in service: nothing the rollout drained stays drained.
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda o: (o.get("status") or {}).get("nodes", {}).get("idle") == 4,
+        namespace=slurm,
+        timeout=60,
+    )
+    assert job_state(slurm, job)[0] == "COMPLETED"
+
+
 def test_scale_in_waits_for_the_running_job_then_removes_the_pod(kube: Kube, slurm: str) -> None:
     job = in_ctld(
         slurm, "sbatch", "--parsable", "-N1", "-w", "local-3", "--wrap", "sleep 15"
     ).strip()
     wait_job(slurm, job, {"RUNNING"})
-    node_set = docs(slurm, replicas=3)[1]
+    node_set = docs(slurm, replicas=3, node_set_tolerations=ROLLOUT)[1]
     kube.apply(node_set)
     time.sleep(8)
     # Draining, not deleted, while the job runs.

@@ -18,10 +18,17 @@ STAMP="$PREFIX/.slurmkube-built"
 
 log() { printf 'slurm-build: %s\n' "$*" >&2; }
 
+# One build at a time per cache (several checkouts or worktrees share it); the
+# check below runs again once the lock is ours, so a waiter sees the result.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.slurm-build.lock"
+flock 9
+
 # What the local Slurm fixtures and the local pod runtime run besides Slurm:
 # unshare/setpriv/mount (private /run per daemon, pod namespaces), ip (pod network),
 # useradd (slurmrestd's user). Checked even when the build is cached.
-RUNTIME_DEPS=(util-linux mount iproute2 procps passwd)
+# mariadb-server-core: mariadbd for the accounting e2e tests (no service is installed).
+RUNTIME_DEPS=(util-linux mount iproute2 procps passwd mariadb-server-core mariadb-client-core)
 need=()
 for p in "${RUNTIME_DEPS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
@@ -33,14 +40,19 @@ if ((${#need[@]})); then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-if [[ -f "$STAMP" && -x "$PREFIX/sbin/slurmctld" ]]; then
+# What a build must contain; an older cached build without one is rebuilt.
+# accounting_storage/mysql is slurmdbd's storage (needs MariaDB's client library).
+BUILT=("$PREFIX/sbin/slurmctld" "$PREFIX/sbin/slurmdbd" "$PREFIX/lib/slurm/accounting_storage_mysql.so")
+complete=1
+for f in "${BUILT[@]}"; do [[ -e $f ]] || complete=0; done
+if [[ -f "$STAMP" ]] && ((complete)); then
   log "already built at $PREFIX"
   exit 0
 fi
 
 BUILD_DEPS=(build-essential pkg-config libjson-c-dev libyaml-dev libjwt-dev
   libhttp-parser-dev libmunge-dev munge libhwloc-dev libdbus-1-dev liblz4-dev
-  libcurl4-openssl-dev libpam0g-dev dpkg-dev)
+  libcurl4-openssl-dev libpam0g-dev libmariadb-dev libmariadb-dev-compat dpkg-dev)
 
 missing=()
 for p in "${BUILD_DEPS[@]}"; do
@@ -96,6 +108,9 @@ log "building with $(nproc) jobs"
 make -j"$(nproc)" >"$BUILD/make.log" 2>&1 || { tail -80 "$BUILD/make.log"; exit 1; }
 make install >"$BUILD/install.log" 2>&1 || { tail -50 "$BUILD/install.log"; exit 1; }
 "$PREFIX/sbin/slurmctld" -V
+for f in "${BUILT[@]}"; do
+  [[ -e $f ]] || { log "build lacks $f (see $BUILD/configure.log)"; exit 1; }
+done
 touch "$STAMP"
 rm -rf "$BUILD"
 log "built into $PREFIX"

@@ -153,8 +153,7 @@ def _operator(args: argparse.Namespace) -> int:
         kopf.operator(
             namespaces=namespaces,
             clusterwide=bool(args.all_namespaces),
-            # 0 means off: aiohttp reads port 0 in a URL as the default, 80, which
-            # another operator on the same host may hold (e2e runs several).
+            # Port 0 means off: "http://0.0.0.0:0" would parse as port 80.
             liveness_endpoint=(
                 f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
             ),
@@ -209,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", default=os.environ.get("SLURMKUBE_WATCH_NAMESPACE", "default")
     )
     scope.add_argument("--all-namespaces", action="store_true")
-    operator.add_argument("--health-port", type=int, default=8080, help="/healthz port (0: off)")
+    operator.add_argument(
+        "--health-port", type=int, default=8080, help="kopf liveness /healthz port (0: off)"
+    )
     operator.add_argument(
         "--metrics-port", type=int, default=0, help="Prometheus /metrics port (0: off)"
     )

@@ -23,6 +23,9 @@ __all__ = [
     "address",
     "cluster_name",
     "config_line",
+    "database_name",
+    "database_password",
+    "database_user",
     "feature",
     "file_path",
     "gres_type",
@@ -227,6 +230,9 @@ MANAGED_KEYS: Final = frozenset(
         "EpilogSlurmctld",
         "SchedulerParameters",
         "PluginDir",
+        "AccountingStorageType",
+        "AccountingStorageHost",
+        "AccountingStoragePort",
     )
 )
 
@@ -277,3 +283,30 @@ def address(value: object, where: str) -> SlurmToken:
     if isinstance(value, str) and len(value) > _FQDN_MAX:
         value = value + "\n"
     return _check(_FQDN, value, where, "an IPv4 address or a lowercase DNS name")
+
+
+# slurmdbd.conf(5) Storage*: the external MariaDB. Slurm's parser takes a value
+# up to the next space, `#` starts a comment, and a quoted value ends at the
+# next `"`; so a password is printable ASCII without space, quotes, `#` or `\`.
+_DB_NAME: Final = re.compile(r"[A-Za-z0-9_]{1,64}")
+_DB_USER: Final = re.compile(r"[A-Za-z0-9_.-]{1,80}")
+_DB_PASSWORD: Final = re.compile(r"[!$-&(-\[\]-~]{1,256}")
+
+
+def database_name(value: object, where: str) -> SlurmToken:
+    return _check(_DB_NAME, value, where, "1-64 of [A-Za-z0-9_]")
+
+
+def database_user(value: object, where: str) -> SlurmToken:
+    return _check(_DB_USER, value, where, "1-80 of [A-Za-z0-9_.-]")
+
+
+def database_password(value: object, where: str) -> SlurmToken:
+    """Never echoed back: the error says what is wrong, not what the value was."""
+    if isinstance(value, str) and _matches(_DB_PASSWORD, value):
+        return SlurmToken(value)
+    raise InvalidValue(
+        where=where,
+        value="<redacted>",
+        accepted="1-256 printable ASCII characters without spaces, quotes, '#' or '\\'",
+    )

@@ -44,6 +44,9 @@ LABEL_CLUSTER: Final = f"{GROUP}/cluster"
 LABEL_NODESET: Final = f"{GROUP}/nodeset"
 LABEL_NODE: Final = f"{GROUP}/node"
 ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+# Hash of a slurmd pod's spec when it was made: a pod whose hash differs from
+# today's is replaced under the NodeSet's updateStrategy (drain first).
+ANNOTATION_POD_TEMPLATE_HASH: Final = f"{GROUP}/pod-template-hash"
 FIELD_MANAGER: Final = "slurmkube-operator"
 FINALIZER: Final = f"{GROUP}/cleanup"
 

@@ -39,6 +39,8 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         return conditions
     for obj in plan.objects:
         kube.apply(obj, owner=cluster_obj)
+    for api_version, kind, name in plan.prune:
+        kube.delete(api_version, kind, name, namespace)
     created: dict[str, list[str]] = {}
     for pod in plan.create_pods:
         node_set = pod["metadata"]["labels"][wk.LABEL_NODESET]
@@ -67,7 +69,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 log.warning("drain failed node=%s error=%s", node, err)
         assert snap.observed.slurm_nodes is not None
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
-            if node not in plan.drain:
+            if node not in plan.drain and node not in plan.rolling:
                 resume_if_ours(slurm, node)
     for name in plan.delete_pods:
         kube.delete("v1", "Pod", name, namespace)

@@ -20,6 +20,7 @@ from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
 from slurmkube.render.kubernetes import auth_secret, deployment_context, names_of
+from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.render.status import POD_CONDITION
 from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.errors import SlurmError
@@ -212,6 +213,7 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
             unavailable[raw["metadata"]["name"]] = "cordoned"
     selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
     pods = [_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector)]
+    database = _database_credentials(kube, namespace, cluster)
     ensure_auth(kube, cluster_obj, cluster)
     slurm = slurm_client(kube, cluster)
     slurm_nodes: dict[str, SlurmNodeView] | None = None
@@ -230,9 +232,27 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
             pods=pods,
             slurm_nodes=slurm_nodes,
             unavailable=unavailable,
+            database=database,
         ),
         slurm=slurm,
         slurm_error=error,
+    )
+
+
+def _database_credentials(
+    kube: Kube, namespace: str, cluster: SlurmCluster
+) -> DatabaseCredentials | None:
+    """The external database's login from its Secret; None if off or incomplete
+    (the plan then says which Secret and keys it needs)."""
+    database = cluster.spec.accounting.database
+    if not cluster.spec.accounting.enabled or database is None:
+        return None
+    user = kube.secret_value(namespace, database.secret_name, "username")
+    password = kube.secret_value(namespace, database.secret_name, "password")
+    if not user or not password:
+        return None
+    return DatabaseCredentials(
+        user.decode(errors="replace").strip(), password.decode(errors="replace").strip()
     )
 
 
@@ -254,5 +274,6 @@ def _pod_view(pod: dict[str, Any]) -> PodView:
         node_set=labels.get(wk.LABEL_NODESET, ""),
         deleting=bool(meta.get("deletionTimestamp")),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        template_hash=(meta.get("annotations") or {}).get(wk.ANNOTATION_POD_TEMPLATE_HASH, ""),
         slurm_condition=slurm_condition,
     )

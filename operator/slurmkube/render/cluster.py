@@ -13,12 +13,14 @@ where they are table-tested:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
+from slurmkube.api.models import SlurmCluster
 from slurmkube.render.config import plan_config
 from slurmkube.render.files import RenderedConfig, render_files
 from slurmkube.render.kubernetes import (
@@ -29,10 +31,16 @@ from slurmkube.render.kubernetes import (
     deployment_context,
     desired_slurmd_nodes,
     login_deployment,
+    names_of,
     restapi_deployment,
     restapi_service,
     slurmd_pod,
+    slurmdbd_deployment,
+    slurmdbd_secret,
+    slurmdbd_service,
 )
+from slurmkube.render.rollout import Rollout, plan_rollout
+from slurmkube.render.slurmdbd import DatabaseCredentials, plan_slurmdbd, render_slurmdbd_conf
 from slurmkube.topology.fleet import FleetNode
 from slurmkube.topology.kueue import kueue_topology, resource_flavors
 from slurmkube.topology.model import FleetTopology
@@ -64,6 +72,8 @@ class PodView:
     node_set: str
     deleting: bool = False
     ready: bool = False
+    # Annotation slurmkube.io/pod-template-hash ("" on pods made before it existed).
+    template_hash: str = ""
     # The pod's slurmkube.io/SlurmNode condition as (status, reason, message), if set.
     slurm_condition: tuple[bool, str, str] | None = None
 
@@ -77,6 +87,9 @@ class Observed:
     slurm_nodes: Mapping[str, SlurmNodeView] | None
     # Nodes that may not run slurmd and why (lent to Kueue, cordoned).
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    # The external database's login (spec.accounting.database.secretName);
+    # None when accounting is off or the Secret lacks a key.
+    database: DatabaseCredentials | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +104,13 @@ class Condition:
 class Plan:
     rendered: RenderedConfig | None
     objects: tuple[Manifest, ...] = ()
+    # (apiVersion, kind, name) of objects that must not exist (accounting off).
+    prune: tuple[tuple[str, str, str], ...] = ()
     create_pods: tuple[Manifest, ...] = ()
     drain: tuple[str, ...] = ()  # Slurm nodes to drain before their pod goes
     delete_pods: tuple[str, ...] = ()
+    # Nodes drained for a pod replacement (updateStrategy): not to be resumed yet.
+    rolling: frozenset[str] = frozenset()
     conditions: tuple[Condition, ...] = ()
     # Per NodeSet: the nodes that should run slurmd, and every node it selects
     # (the rest of `members` is State=CLOUD in slurm.conf).
@@ -111,6 +128,7 @@ def plan_cluster(observed: Observed) -> Plan:
     cluster = bundle.cluster
     try:
         config = plan_config(bundle, observed.fleet, deployment_context(cluster))
+        accounting = _accounting_objects(cluster, observed.database)
     except InvalidValue as err:
         return Plan(
             rendered=None,
@@ -127,16 +145,32 @@ def plan_cluster(observed: Observed) -> Plan:
     # Always there, at zero replicas while login is off: switching it off is a
     # scale-down, never an orphan to find and delete.
     objects.append(login_deployment(cluster))
+    objects += accounting
+    names = names_of(cluster)
+    prune = (
+        ()
+        if accounting
+        else (
+            ("apps/v1", "Deployment", names.slurmdbd),
+            ("v1", "Service", names.slurmdbd),
+            ("v1", "Secret", names.slurmdbd_config),
+        )
+    )
 
     gpus: dict[str, int] = {n.name: n.gpus for n in observed.fleet}
     desired: dict[str, tuple[str, ...]] = {}
     wanted_pods: dict[str, Manifest] = {}
+    rollouts: list[Rollout] = []
     for ns in bundle.node_sets:
         nodes = desired_slurmd_nodes(ns, config.members[ns.metadata.name], observed.unavailable)
         desired[ns.metadata.name] = tuple(nodes)
+        wanted_here = {}
         for node in nodes:
             pod = slurmd_pod(cluster, ns, node, gpus.get(node, 0), rendered.hash)
-            wanted_pods[pod["metadata"]["name"]] = pod
+            wanted_here[pod["metadata"]["name"]] = pod
+        wanted_pods |= wanted_here
+        pods_here = [p for p in observed.pods if p.node_set == ns.metadata.name]
+        rollouts.append(plan_rollout(ns, pods_here, wanted_here, observed.slurm_nodes))
 
     existing = {p.name: p for p in observed.pods}
     create = tuple(m for name, m in sorted(wanted_pods.items()) if name not in existing)
@@ -154,17 +188,55 @@ def plan_cluster(observed: Observed) -> Plan:
             drain.append(view.node)
         elif not state.busy:
             delete.append(view.name)
+    for rollout in rollouts:
+        drain += rollout.drain
+        delete += rollout.delete_pods
     return Plan(
         rendered=rendered,
         objects=tuple(objects),
+        prune=prune,
         create_pods=create,
         drain=tuple(drain),
         delete_pods=tuple(delete),
+        rolling=frozenset().union(*(r.holding for r in rollouts)),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
         conditions=_topology_conditions(config.topology),
         kueue_objects=_kueue_objects(bundle),
     )
+
+
+def _accounting_objects(
+    cluster: SlurmCluster, credentials: DatabaseCredentials | None
+) -> list[Manifest]:
+    """slurmdbd's Secret, Deployment and Service; none while accounting is off."""
+    accounting = cluster.spec.accounting
+    if not accounting.enabled:
+        return []
+    database = accounting.database
+    if credentials is None:
+        secret = database.secret_name if database else "?"
+        raise InvalidValue(
+            f"SlurmCluster {cluster.metadata.name} spec.accounting.database.secretName",
+            secret,
+            "a Secret in the cluster's namespace with keys username and password",
+        )
+    ctx = deployment_context(cluster)
+    conf = render_slurmdbd_conf(
+        plan_slurmdbd(
+            cluster,
+            credentials,
+            config_dir=ctx.config_dir,
+            run_dir="/run/slurmdbd",
+            slurm_user=ctx.slurm_user,
+        )
+    )
+    conf_hash = hashlib.sha256(conf.encode()).hexdigest()[:16]
+    return [
+        slurmdbd_secret(cluster, conf),
+        slurmdbd_deployment(cluster, conf_hash),
+        slurmdbd_service(cluster),
+    ]
 
 
 def kueue_name(bundle: ClusterBundle) -> str:

@@ -82,6 +82,8 @@ class SlurmConfig:
     slurm_user: SlurmToken
     cgroups: bool
     accounting: bool
+    accounting_host: SlurmToken | None
+    accounting_port: int
     config_overrides: bool
     topology_plugin: SlurmToken
     backfill: BackfillPlan
@@ -289,7 +291,9 @@ def plan_config(
         paths=paths,
         slurm_user=grammar.feature(ctx.slurm_user, "context.slurm_user"),
         cgroups=ctx.cgroups,
-        accounting=False,  # slurmdbd arrives with the operator's accounting spec
+        accounting=ctx.accounting_host is not None,
+        accounting_host=_optional(grammar.address, ctx.accounting_host, "context.accounting_host"),
+        accounting_port=ctx.accounting_port,
         config_overrides=ctx.config_overrides,
         topology_plugin=SlurmToken(_TOPOLOGY_PLUGINS[spec.topology.plugin]),
         backfill=backfill,

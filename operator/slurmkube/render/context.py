@@ -32,3 +32,6 @@ class RenderContext:
     # SlurmdParameters=config_overrides: trust slurm.conf over what slurmd
     # detects. Only for tests where many fake nodes share one small host.
     config_overrides: bool = False
+    # slurmdbd's address (AccountingStorageHost); None: no accounting.
+    accounting_host: str | None = None
+    accounting_port: int = 6819

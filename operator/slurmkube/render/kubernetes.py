@@ -8,7 +8,9 @@ applies is finished by the next reconcile rather than duplicated.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +67,18 @@ class ClusterNames:
         return _short(f"{self.cluster}-login")
 
     @property
+    def slurmdbd(self) -> str:
+        return _short(f"{self.cluster}-slurmdbd")
+
+    @property
+    def slurmdbd_fqdn(self) -> str:
+        return f"{self.slurmdbd}.{self.namespace}.svc.cluster.local"
+
+    @property
+    def slurmdbd_config(self) -> str:
+        return _short(f"{self.cluster}-slurmdbd-config")
+
+    @property
     def config(self) -> str:
         return _short(f"{self.cluster}-slurm-config")
 
@@ -100,6 +114,7 @@ def deployment_context(cluster: SlurmCluster) -> RenderContext:
         run_dir="/run/slurm",
         slurm_user="slurm",
         gpu_device_dir="/dev",
+        accounting_host=names.slurmdbd_fqdn if cluster.spec.accounting.enabled else None,
     )
 
 
@@ -302,6 +317,108 @@ def restapi_service(cluster: SlurmCluster) -> Manifest:
     }
 
 
+# Where the slurmdbd pod keeps slurmdbd.conf: the Secret's copy is root's (or
+# fsGroup's) and slurmdbd wants SlurmUser as owner with mode 0600, so an init
+# container running as SlurmUser copies it into an emptyDir.
+SLURMDBD_CONF_DIR = "/etc/slurmdbd"
+_SLURMDBD_SECRET_DIR = "/etc/slurmdbd-secret"
+
+
+def slurmdbd_secret(cluster: SlurmCluster, slurmdbd_conf: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(cluster, names_of(cluster).slurmdbd_config, "slurmdbd"),
+        "type": "Opaque",
+        "data": {"slurmdbd.conf": base64.b64encode(slurmdbd_conf.encode()).decode()},
+    }
+
+
+def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
+    """One slurmdbd (Recreate: two would both write to the database)."""
+    names = names_of(cluster)
+    container = _container(cluster, "slurmdbd", ["slurmdbd", "-D"], [("slurmdbd", 6819)])
+    # slurmdbd.conf is found next to SLURM_CONF (a path that need not exist);
+    # the key comes from the shared volume.
+    container["env"] = [
+        {"name": "SLURM_CONF", "value": f"{SLURMDBD_CONF_DIR}/slurm.conf"},
+        {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
+    ]
+    container["volumeMounts"] += [
+        {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR},
+        # slurmdbd, as SlurmUser, wants /run/slurmdbd for its pid file and sack
+        # socket and cannot create it in a root-owned /run.
+        {"name": "run-slurmdbd", "mountPath": "/run/slurmdbd"},
+    ]
+    copy = {
+        "name": "slurmdbd-conf",
+        "image": cluster.spec.image,
+        "command": [
+            "install",
+            "-m",
+            "0600",
+            f"{_SLURMDBD_SECRET_DIR}/slurmdbd.conf",
+            f"{SLURMDBD_CONF_DIR}/slurmdbd.conf",
+        ],
+        "securityContext": {"runAsUser": SLURM_GID, "runAsGroup": SLURM_GID},
+        "volumeMounts": [
+            {"name": "slurmdbd-secret", "mountPath": _SLURMDBD_SECRET_DIR, "readOnly": True},
+            {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR},
+        ],
+    }
+    etc = _slurm_etc(cluster)
+    etc["projected"]["sources"] = etc["projected"]["sources"][1:]  # the keys only
+    labels_ = labels(cluster, "slurmdbd")
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(cluster, names.slurmdbd, "slurmdbd"),
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels_},
+            "template": {
+                # A changed slurmdbd.conf (a new password) restarts slurmdbd.
+                "metadata": {
+                    "labels": labels_,
+                    "annotations": {"slurmkube.io/slurmdbd-config-hash": conf_hash},
+                },
+                "spec": {
+                    "initContainers": [copy],
+                    "containers": [container],
+                    "volumes": [
+                        etc,
+                        {
+                            "name": "slurmdbd-secret",
+                            "secret": {
+                                "secretName": names.slurmdbd_config,
+                                "defaultMode": 0o440,
+                            },
+                        },
+                        {"name": "slurmdbd-conf", "emptyDir": {}},
+                        {"name": "run-slurmdbd", "emptyDir": {"medium": "Memory"}},
+                    ],
+                    "securityContext": {"fsGroup": SLURM_GID},
+                    **_placement(cluster),
+                },
+            },
+        },
+    }
+
+
+def slurmdbd_service(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(cluster, names.slurmdbd, "slurmdbd"),
+        "spec": {
+            "selector": labels(cluster, "slurmdbd"),
+            "ports": [{"name": "slurmdbd", "port": 6819}],
+        },
+    }
+
+
 def login_deployment(cluster: SlurmCluster) -> Manifest:
     """Login pods for users (`kubectl exec`): sackd(8) fetches the config from
     slurmctld (configless) and serves auth/slurm credentials to the client commands
@@ -318,6 +435,10 @@ def login_deployment(cluster: SlurmCluster) -> Manifest:
     # Clients find sackd's cached config under /run/slurm/conf themselves; SLURM_CONF
     # would point them at /etc/slurm, which holds only the key here.
     container["env"] = [{"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"}]
+    # sackd caches the fetched config in /run/slurm/conf and serves its socket
+    # from /run/slurm, but creates neither parent: without it, it exits at once
+    # ("failed to create a clean cache dir").
+    container["volumeMounts"].append({"name": "run-slurm", "mountPath": "/run/slurm"})
     etc = _slurm_etc(cluster)
     etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
     return {
@@ -331,7 +452,7 @@ def login_deployment(cluster: SlurmCluster) -> Manifest:
                 "metadata": {"labels": labels(cluster, "sackd")},
                 "spec": {
                     "containers": [container],
-                    "volumes": [etc],
+                    "volumes": [etc, {"name": "run-slurm", "emptyDir": {"medium": "Memory"}}],
                     "securityContext": {"fsGroup": SLURM_GID},
                     **_placement(cluster),
                 },
@@ -377,38 +498,45 @@ def slurmd_pod(
         "slurmd",
         **{wk.LABEL_NODESET: node_set.metadata.name, wk.LABEL_NODE: node},
     )
-    meta["annotations"] = {wk.ANNOTATION_CONFIG_HASH: config_hash}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            # Pinned the way DaemonSet pods are: by affinity, so the scheduler
-            # still checks resources and taints.
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchFields": [
-                                    {"key": "metadata.name", "operator": "In", "values": [node]}
-                                ]
-                            }
-                        ]
-                    }
+    spec: Manifest = {
+        # Pinned the way DaemonSet pods are: by affinity, so the scheduler
+        # still checks resources and taints.
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node]}
+                            ]
+                        }
+                    ]
                 }
-            },
-            "hostname": _short(node),
-            "tolerations": [
-                t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations
-            ],
-            "containers": [container],
-            "volumes": [etc],
-            "restartPolicy": "Always",
-            # slurmd is only ever stopped on an idle, drained node.
-            "terminationGracePeriodSeconds": 30,
+            }
         },
+        "hostname": _short(node),
+        "tolerations": [
+            t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations
+        ],
+        "containers": [container],
+        "volumes": [etc],
+        "restartPolicy": "Always",
+        # slurmd is only ever stopped on an idle, drained node.
+        "terminationGracePeriodSeconds": 30,
     }
+    # The config hash is not part of the template: configless slurmd takes a new
+    # config through `scontrol reconfigure`, never through a pod replacement.
+    meta["annotations"] = {
+        wk.ANNOTATION_CONFIG_HASH: config_hash,
+        wk.ANNOTATION_POD_TEMPLATE_HASH: pod_template_hash(spec),
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def pod_template_hash(spec: Manifest) -> str:
+    """A short, stable digest of a pod spec (key order does not matter)."""
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def slurmd_selector(cluster: SlurmCluster, node_set: str) -> str:

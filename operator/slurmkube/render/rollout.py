@@ -1,0 +1,116 @@
+"""Replacing slurmd pods whose template changed, under the NodeSet's updateStrategy (pure).
+
+A slurmd pod cannot be updated in place (a pod's spec is mostly immutable), so
+a changed template (image, tolerations, GPU count, ...) means a new pod. The
+old one goes the drain-first way like any other removal, at most
+`maxUnavailable` nodes of a NodeSet at a time, idle nodes first so the rollout
+waits on busy nodes last. `OnDelete` replaces nothing: a pod someone deletes
+comes back with the new template.
+
+A pod without a template hash predates this mechanism; it is left alone rather
+than rolled on an operator upgrade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import NodeSet
+from slurmkube.render.kubernetes import Manifest
+
+
+class RolloutPod(Protocol):
+    """What the rollout needs of an existing slurmd pod (render.cluster.PodView)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def template_hash(self) -> str: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def deleting(self) -> bool: ...
+
+
+class RolloutNode(Protocol):
+    """What the rollout needs of a pod's Slurm node (render.cluster.SlurmNodeView)."""
+
+    @property
+    def busy(self) -> bool: ...
+    @property
+    def drained_by_us(self) -> bool: ...
+    @property
+    def responding(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    drain: tuple[str, ...] = ()  # Slurm nodes to drain now
+    delete_pods: tuple[str, ...] = ()  # outdated pods whose node runs nothing
+    # Nodes held drained for their replacement: never resumed meanwhile.
+    holding: frozenset[str] = frozenset()
+
+
+def plan_rollout(
+    node_set: NodeSet,
+    pods: Sequence[RolloutPod],
+    wanted: Mapping[str, Manifest],
+    slurm_nodes: Mapping[str, RolloutNode] | None,
+) -> Rollout:
+    """`wanted`: pod name -> desired manifest for this NodeSet's desired nodes."""
+    strategy = node_set.spec.update_strategy
+    if strategy.type == "OnDelete" or slurm_nodes is None:
+        return Rollout()
+    live = [p for p in pods if p.name in wanted and not p.deleting]
+    outdated = [p for p in live if p.template_hash and p.template_hash != _hash(wanted[p.name])]
+    if not outdated:
+        return Rollout()
+    present = {p.name for p in pods}
+    # Replacements under way: outdated pods we already drained, and desired pods
+    # missing or not ready yet (a replacement starting up).
+    started = [p for p in outdated if _drained_or_gone(slurm_nodes.get(p.node))]
+    started_names = {p.name for p in started}
+    outdated_names = {p.name for p in outdated}
+    unready = sum(1 for name in wanted if name not in present) + sum(
+        1 for p in live if not p.ready and p.name not in outdated_names
+    )
+    budget = max(0, strategy.max_unavailable - len(started) - unready)
+    waiting = sorted(
+        (p for p in outdated if p.name not in started_names),
+        key=lambda p: (_busy(slurm_nodes.get(p.node)), p.node),
+    )
+    chosen = waiting[:budget]
+    delete = []
+    drain = []
+    for pod in started:
+        node = slurm_nodes.get(pod.node)
+        if node is None or not node.responding or not node.busy:
+            delete.append(pod.name)
+    for pod in chosen:
+        node = slurm_nodes.get(pod.node)
+        if node is None or not node.responding:
+            delete.append(pod.name)  # Slurm runs nothing on a node it does not reach
+        else:
+            drain.append(pod.node)
+    return Rollout(
+        drain=tuple(drain),
+        delete_pods=tuple(sorted(delete)),
+        holding=frozenset(p.node for p in (*started, *chosen)),
+    )
+
+
+def _hash(manifest: Manifest) -> str:
+    return str(manifest["metadata"]["annotations"][wk.ANNOTATION_POD_TEMPLATE_HASH])
+
+
+def _drained_or_gone(node: RolloutNode | None) -> bool:
+    return node is None or not node.responding or node.drained_by_us
+
+
+def _busy(node: RolloutNode | None) -> bool:
+    return node is not None and node.busy
