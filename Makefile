@@ -76,5 +76,6 @@ bench: venv slurm
 	$(PY) bench/render.py
 	$(PY) bench/topology.py --part render
 	$(PY) bench/bridge.py --placement-only
+	$(PY) bench/bridge.py --planner-only
 	$(PY) bench/sim.py --seed 1 --jobs 100000 --out $(SLURMKUBE_RUN)/bench-sim
 	$(PY) bench/backfill.py

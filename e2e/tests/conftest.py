@@ -101,6 +101,11 @@ def operator(
         SLURMKUBE_CONFIG_PROPAGATION_SECONDS="12",
         # A restart is a container restart in the same pod: it keeps its lease.
         SLURMKUBE_OPERATOR_IDENTITY="e2e-operator",
+        # scontrol for reservation writes (the Kueue bridge): the local Slurm build.
+        SLURMKUBE_SLURM_PREFIX=os.environ.get(
+            "SLURMKUBE_SLURM_PREFIX",
+            str(Path.home() / ".cache" / "slurmkube" / "slurm" / "24.11.5"),
+        ),
     )
     process = OperatorProcess(env, log)
     process.start()

@@ -135,7 +135,9 @@ def _operator(args: argparse.Namespace) -> int:
 
     import kopf
 
-    import slurmkube.controllers.handlers  # noqa: F401  (registers the handlers)
+    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check.
+    import slurmkube.controllers.handlers
+    import slurmkube.controllers.lending
     from slurmkube import metrics
 
     logging.basicConfig(
@@ -143,6 +145,9 @@ def _operator(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     namespaces: list[str] = [] if args.all_namespaces else [str(args.namespace)]
+    slurmkube.controllers.lending.BRIDGE.namespace = (
+        None if args.all_namespaces else str(args.namespace)
+    )
     metrics.serve(args.metrics_port)
     asyncio.run(
         kopf.operator(

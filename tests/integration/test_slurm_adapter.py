@@ -10,6 +10,7 @@ HGX and one CPU node, with blockSize 4.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from slurmkube.slurm import (
     drain,
     resume_if_ours,
 )
+from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 from slurmkube.testing.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
 
 pytestmark = pytest.mark.integration
@@ -442,6 +444,46 @@ def test_cli_with_no_controller_is_unreachable(cluster: LocalSlurm, tmp_path: Pa
     env = {**cluster.env, "SLURM_CONF": str(tmp_path / "slurm.conf")}
     with pytest.raises(SlurmUnreachable):
         cli_client(cluster, env=env).list_nodes()
+
+
+def test_scontrol_outside_the_cluster_writes_reservations_with_a_jwt_alone(
+    cluster: LocalSlurm, tmp_path: Path
+) -> None:
+    """What the operator does (slurmkube.slurm.jwt_cli): a generated client config and
+    SLURM_JWT; no slurm.key, no sack socket, not inside the cluster's namespace."""
+    conf = (cluster.conf_dir / "slurm.conf").read_text()
+    ctld = re.search(r"^SlurmctldHost=([^(\s]+)\(([^)]+)\)", conf, re.MULTILINE)
+    port = re.search(r"^SlurmctldPort=(\d+)", conf, re.MULTILINE)
+    name = re.search(r"^ClusterName=(\S+)", conf, re.MULTILINE)
+    assert ctld and port and name
+    config = client_config(name.group(1), ctld.group(1), ctld.group(2), int(port.group(1)))
+
+    def client(key: bytes) -> CliClient:
+        return jwt_cli_client(
+            config=config,
+            config_dir=tmp_path,
+            jwt_key=key,
+            user="root",
+            bin_dir=cluster.prefix / "bin",
+        )
+
+    cli = client((cluster.conf_dir / "jwt.key").read_bytes())
+    node = cluster.nodes[-1]
+    made = cli.create_reservation(
+        ReservationRequest(
+            name="slurmkube-jwt-only",
+            nodes=(node,),
+            users=("root",),
+            flags=frozenset({ReservationFlag.IGNORE_JOBS}),
+        )
+    )
+    assert made.nodes == (node,)
+    assert "IGNORE_JOBS" in made.flags
+    cli.delete_reservation("slurmkube-jwt-only")
+    with pytest.raises(SlurmNotFound):
+        cli.get_reservation("slurmkube-jwt-only")
+    with pytest.raises(SlurmAuthError):
+        client(secrets.token_bytes(32)).list_nodes()
 
 
 def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> None:

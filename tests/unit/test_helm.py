@@ -56,6 +56,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
 CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("slurmkube.io", "slurmreservationchecks"): {"get", "list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks"): {"get", "list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks/status"): {"get", "patch"},
     ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -159,6 +160,7 @@ def test_include_crds_renders_every_crd(helm: Path) -> None:
     assert {c["metadata"]["name"] for c in crds} == {
         "slurmclusters.slurmkube.io",
         "nodesets.slurmkube.io",
+        "slurmreservationchecks.slurmkube.io",
     }
 
 

@@ -7,8 +7,10 @@ import os
 import stat
 from pathlib import Path
 
+import jwt
 import pytest
 
+from slurmkube.api.grammar import InvalidValue
 from slurmkube.slurm import (
     CliClient,
     SlurmAuthError,
@@ -20,6 +22,7 @@ from slurmkube.slurm import (
     resume_if_ours,
 )
 from slurmkube.slurm.cli import classify_failure
+from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -112,3 +115,43 @@ def test_wrapper_decides_how_scontrol_runs(scontrol: Path) -> None:
 
     assert len(nodes) == len(json.loads((FIXTURES / "cli" / "show-node.json").read_text())["nodes"])
     assert seen == [[str(scontrol / "scontrol"), "--json", "show", "node"]]
+
+
+def test_jwt_client_sends_a_fresh_token_and_its_own_config(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "env.log"
+    script = bin_dir / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$SLURM_CONF $SLURM_JWT" >> {log}\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    config = client_config("gpu", "gpu-slurmctld-0", "10.0.0.7", 6817)
+    cli = jwt_cli_client(
+        config=config,
+        config_dir=tmp_path / "conf",
+        jwt_key=b"k" * 32,
+        user="slurm",
+        bin_dir=bin_dir,
+    )
+
+    cli.reconfigure()
+
+    conf_path, token = log.read_text().split()
+    assert Path(conf_path).read_text() == config
+    assert "SlurmctldHost=gpu-slurmctld-0(10.0.0.7)\n" in config
+    assert jwt.decode(token, b"k" * 32, algorithms=["HS256"])["sun"] == "slurm"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "host", "addr"),
+    [
+        ("gpu\nInclude=/etc/x", "h", "10.0.0.1"),
+        ("gpu", "h(evil)", "10.0.0.1"),
+        ("gpu", "h", "10.0.0.1\nAuthType=auth/none"),
+    ],
+    ids=["cluster", "host", "address"],
+)
+def test_client_config_refuses_values_that_would_add_lines(
+    cluster: str, host: str, addr: str
+) -> None:
+    with pytest.raises(InvalidValue):
+        client_config(cluster, host, addr, 6817)

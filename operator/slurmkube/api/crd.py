@@ -13,7 +13,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from slurmkube.api import well_known as wk
-from slurmkube.api.models import NodeSetSpec, NodeSetStatus, SlurmClusterSpec, SlurmClusterStatus
+from slurmkube.api.models import (
+    NodeSetSpec,
+    NodeSetStatus,
+    SlurmClusterSpec,
+    SlurmClusterStatus,
+    SlurmReservationCheckSpec,
+)
 
 _DROP = {"title", "additionalProperties"}
 
@@ -68,15 +74,25 @@ def _crd(
     plural: str,
     short_names: list[str],
     spec: type[BaseModel],
-    status: type[BaseModel],
+    status: type[BaseModel] | None,
     columns: list[dict[str, Any]],
     scale: dict[str, str] | None = None,
+    scope: str = "Namespaced",
 ) -> dict[str, Any]:
     spec_schema = _schema(spec)
     spec_schema.pop("description", None)
-    status_schema = _schema(status)
-    status_schema.pop("description", None)
-    subresources: dict[str, Any] = {"status": {}}
+    properties: dict[str, Any] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": spec_schema,
+    }
+    subresources: dict[str, Any] = {}
+    if status is not None:
+        status_schema = _schema(status)
+        status_schema.pop("description", None)
+        properties["status"] = status_schema
+        subresources["status"] = {}
     if scale:
         subresources["scale"] = scale
     return {
@@ -93,7 +109,7 @@ def _crd(
                 "shortNames": short_names,
                 "categories": ["slurmkube"],
             },
-            "scope": "Namespaced",
+            "scope": scope,
             "versions": [
                 {
                     "name": "v1alpha1",
@@ -106,13 +122,7 @@ def _crd(
                             "type": "object",
                             "description": (spec.__doc__ or kind).strip().split("\n\n")[0],
                             "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": status_schema,
-                            },
+                            "properties": properties,
                         }
                     },
                 }
@@ -168,5 +178,19 @@ def crds() -> dict[str, dict[str, Any]]:
                 "statusReplicasPath": ".status.replicas",
                 "labelSelectorPath": ".status.selector",
             },
+        ),
+        "slurmkube.io_slurmreservationchecks.yaml": _crd(
+            "SlurmReservationCheck",
+            plural="slurmreservationchecks",
+            short_names=["src"],
+            spec=SlurmReservationCheckSpec,
+            status=None,
+            columns=[
+                {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef.name"},
+                {"name": "Policy", "type": "string", "jsonPath": ".spec.busyNodes.policy"},
+                {"name": "MaxNodes", "type": "integer", "jsonPath": ".spec.maxNodes"},
+                _AGE,
+            ],
+            scope="Cluster",
         ),
     }

@@ -501,3 +501,60 @@ class NodeSetStatus(_Lenient):
     """Label selector of the slurmd pods, for the scale subresource (HPA/KEDA)."""
     nodes: NodeCounts = Field(default_factory=NodeCounts)
     gpus: GpuCounts = Field(default_factory=GpuCounts)
+
+
+# --- SlurmReservationCheck (Kueue AdmissionCheck parameters) --------------------------
+
+
+class ClusterRef(_Model):
+    namespace: str = Field(max_length=63, json_schema_extra={"pattern": r"^[a-z0-9-]+$"})
+    """Namespace of the SlurmCluster."""
+    name: str = Field(max_length=63, json_schema_extra={"pattern": r"^[a-z0-9-]+$"})
+    """Name of the SlurmCluster."""
+
+
+class BusyNodePolicy(_Model):
+    """What to do when the chosen nodes still run Slurm jobs."""
+
+    policy: Literal["WaitForIdle"] = "WaitForIdle"
+    """WaitForIdle: Slurm starts nothing new on the nodes (the reservation) and the
+    workload waits until their jobs end; no Slurm job is ever killed.
+    (Requeue of lower-priority jobs is not built yet.)"""
+    timeout_seconds: int = Field(3600, ge=1, le=7 * 24 * 3600, alias="timeoutSeconds")
+    """Give the nodes back to Slurm and answer Retry after waiting this long."""
+
+
+class SlurmReservationCheckSpec(_Model):
+    """Parameters of a Kueue AdmissionCheck with controllerName
+    `slurmkube.io/slurm-reservation`: which Slurm nodes may be lent, and how."""
+
+    cluster_ref: ClusterRef = Field(alias="clusterRef")
+    """The SlurmCluster whose nodes are lent."""
+    node_sets: list[str] = Field(
+        default_factory=list,
+        alias="nodeSets",
+        json_schema_extra={"items": {"type": "string", "maxLength": 63}},
+    )
+    """NodeSets (of that cluster) that may lend nodes; empty: all of them."""
+    busy_nodes: BusyNodePolicy = Field(default_factory=BusyNodePolicy, alias="busyNodes")
+    max_nodes: int | None = Field(None, ge=1, alias="maxNodes")
+    """At most this many nodes lent through this check at once; unset: no limit."""
+    reservation_flags: list[Literal["MAINT", "PURGE_COMP", "NO_HOLD_JOBS_AFTER"]] = Field(
+        default_factory=list, alias="reservationFlags"
+    )
+    """Extra Slurm reservation flags (scontrol(1) Flags=). IGNORE_JOBS is always set,
+    so a reservation can be made on nodes whose jobs are still running."""
+    tolerations: list[Toleration] = Field(default_factory=list)
+    """Added to every PodSet of an admitted workload (when lent nodes are tainted)."""
+    retry_after_seconds: int = Field(30, ge=1, le=3600, alias="retryAfterSeconds")
+    """requeueAfterSeconds of a Retry for trouble that should pass (Slurm unreachable,
+    nodes not free yet)."""
+
+
+class SlurmReservationCheck(_Model):
+    api_version: Literal["slurmkube.io/v1alpha1"] = Field(
+        "slurmkube.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["SlurmReservationCheck"] = "SlurmReservationCheck"
+    metadata: ObjectMeta
+    spec: SlurmReservationCheckSpec

@@ -22,6 +22,13 @@ LABEL_SPINE: Final = "topology.slurmkube.io/spine"
 
 # Set by the Kueue bridge on nodes lent to a workload.
 LABEL_LEASE: Final = f"{GROUP}/lease"
+# Kueue AdmissionCheck controllerName of the bridge, and its parameters kind.
+CHECK_CONTROLLER: Final = f"{GROUP}/slurm-reservation"
+CHECK_PARAMETERS_KIND: Final = "SlurmReservationCheck"
+# Slurm reservations the bridge makes are named this prefix + the Workload UID.
+RESERVATION_PREFIX: Final = "slurmkube-"
+# Pod template annotation: "single-block" keeps every pod in one NVLink block.
+ANNOTATION_BLOCK_POLICY: Final = f"{GROUP}/block-policy"
 
 # Prefix of every drain reason slurmkube sets; reasons without it belong to
 # someone else (an admin) and are never cleared by the operator.

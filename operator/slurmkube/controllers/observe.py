@@ -6,7 +6,9 @@ import base64
 import logging
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,11 +19,14 @@ from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
-from slurmkube.render.kubernetes import auth_secret, names_of
+from slurmkube.render.kubernetes import auth_secret, deployment_context, names_of
 from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.render.status import POD_CONDITION
+from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 from slurmkube.slurm.models import Node
+from slurmkube.slurm.protocol import ReservationWriter
 from slurmkube.slurm.rest import RestClient
 from slurmkube.topology.fleet import FleetNode, fleet_node
 
@@ -83,16 +88,51 @@ def _state_class(node: Node) -> str:
     return "idle"
 
 
-def slurm_client(kube: Kube, cluster: SlurmCluster) -> RestClient | None:
-    """slurmrestd of this cluster, with a JWT minted from the cluster's key."""
+def jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | None:
     names = names_of(cluster)
-    namespace = cluster.metadata.namespace or "default"
     secret = cluster.spec.auth.jwt_key_secret or names.auth
-    key = kube.secret_value(namespace, secret, "jwt.key")
+    return kube.secret_value(cluster.metadata.namespace or "default", secret, "jwt.key")
+
+
+def slurm_client(
+    kube: Kube, cluster: SlurmCluster, reservations: ReservationWriter | None = None
+) -> RestClient | None:
+    """slurmrestd of this cluster, with a JWT minted from the cluster's key."""
+    key = jwt_key(kube, cluster)
     if not key or not cluster.spec.rest_api.replicas:
         return None
     url = os.environ.get("SLURMKUBE_SLURMRESTD_URL") or _restapi_url(kube, cluster)
-    return RestClient(url, jwt_key=key, user="slurm", timeout=5.0, attempts=2)
+    return RestClient(
+        url, jwt_key=key, user="slurm", timeout=5.0, attempts=2, reservations=reservations
+    )
+
+
+def reservation_writer(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
+    """scontrol for reservation writes, authenticated by a JWT (`slurmkube.slurm.jwt_cli`)."""
+    key = jwt_key(kube, cluster)
+    if not key:
+        return None
+    names = names_of(cluster)
+    namespace = cluster.metadata.namespace or "default"
+    address = names.controller_fqdn
+    if os.environ.get("SLURMKUBE_POD_IP_ENDPOINTS"):
+        pod = kube.get("v1", "Pod", names.controller_pod, namespace)
+        address = ((pod or {}).get("status") or {}).get("podIP") or ""
+        if not address:
+            return None
+    prefix = os.environ.get("SLURMKUBE_SLURM_PREFIX")
+    config = client_config(
+        cluster.slurm_cluster_name, names.controller_pod, address, wk.SLURMCTLD_PORT
+    )
+    return jwt_cli_client(
+        config=config,
+        config_dir=Path(tempfile.gettempdir())
+        / "slurmkube"
+        / f"{namespace}-{cluster.metadata.name}",
+        jwt_key=key,
+        user=deployment_context(cluster).slurm_user,
+        bin_dir=Path(prefix) / "bin" if prefix else None,
+    )
 
 
 def _restapi_url(kube: Kube, cluster: SlurmCluster) -> str:

@@ -108,6 +108,28 @@ class Kube:
             content_type="application/merge-patch+json",
         )
 
+    def apply_status(self, manifest: Manifest, field_manager: str) -> None:
+        """Server-side apply of the status subresource: only the fields in `manifest`
+        are claimed by `field_manager`; other managers' fields (Kueue's) stay theirs."""
+        meta = manifest["metadata"]
+        resource = self._resource(manifest["apiVersion"], manifest["kind"]).subresources["status"]
+        resource.server_side_apply(
+            body=manifest,
+            name=meta["name"],
+            namespace=meta.get("namespace"),
+            field_manager=field_manager,
+            force_conflicts=True,
+        )
+
+    def set_node_label(self, name: str, key: str, value: str | None) -> None:
+        """Set (or with None remove) one label of a Node, by JSON merge patch."""
+        with contextlib.suppress(NotFoundError):
+            self._resource("v1", "Node").patch(
+                body={"metadata": {"labels": {key: value}}},
+                name=name,
+                content_type="application/merge-patch+json",
+            )
+
     def patch_pod_conditions(
         self, namespace: str, name: str, conditions: Sequence[Manifest]
     ) -> None:

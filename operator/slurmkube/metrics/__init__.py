@@ -74,6 +74,46 @@ SLURM_REACHABLE = Gauge(
     registry=REGISTRY,
 )
 
+# Kueue bridge (AdmissionCheck slurmkube.io/slurm-reservation), labelled by the check.
+LENT_NODES = Gauge(
+    "slurmkube_lent_nodes",
+    "Nodes under a slurmkube.io/lease label (lent to Kueue workloads) per SlurmCluster.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+LEND_SECONDS = Histogram(
+    "slurmkube_lend_duration_seconds",
+    "From QuotaReserved to the check Ready (reservation, drain wait, slurmd removal).",
+    ["check"],
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600),
+    registry=REGISTRY,
+)
+DRAIN_WAIT_SECONDS = Histogram(
+    "slurmkube_lending_drain_wait_seconds",
+    "From the Slurm reservation to the check Ready: Slurm jobs ending, slurmd pods leaving.",
+    ["check"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600, 14400),
+    registry=REGISTRY,
+)
+WAITING_WORKLOADS = Gauge(
+    "slurmkube_lending_waiting_workloads",
+    "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle).",
+    ["cluster"],
+    registry=REGISTRY,
+)
+LEAKS_COLLECTED = Counter(
+    "slurmkube_lending_leaks_collected_total",
+    "Lease labels or reservations found without a Workload and removed.",
+    ["cluster"],
+    registry=REGISTRY,
+)
+CHECK_ANSWERS = Counter(
+    "slurmkube_admission_check_answers_total",
+    "Admission check states written, by state (Pending, Ready, Retry, Rejected).",
+    ["check", "state"],
+    registry=REGISTRY,
+)
+
 
 def serve(port: int) -> None:
     """/metrics on all interfaces of the pod (0: no metrics server)."""

@@ -85,7 +85,8 @@ class CliClient:
     `bin_dir` holds scontrol (default: found on `env`'s PATH); `env` is the
     environment for scontrol (default: this process's), where SLURM_CONF
     points at the cluster. Authentication is whatever scontrol uses there
-    (auth/slurm through a sack socket, or munge). `wrapper` turns the argv
+    (auth/slurm through a sack socket, or munge); with `jwt`, each call carries
+    a fresh token in SLURM_JWT instead (see `slurmkube.slurm.jwt_cli`). `wrapper` turns the argv
     into the one to run, for scontrol that must run elsewhere: inside
     `kubectl exec` into the controller pod, or a test cluster's namespace.
     """
@@ -97,8 +98,10 @@ class CliClient:
         env: Mapping[str, str] | None = None,
         timeout: float = 60.0,
         wrapper: Callable[[list[str]], list[str]] | None = None,
+        jwt: Callable[[], str] | None = None,
     ) -> None:
         self._wrapper = wrapper
+        self._jwt = jwt
         self._scontrol = str(Path(bin_dir) / "scontrol") if bin_dir else "scontrol"
         self._env = {**(env if env is not None else os.environ), "TZ": "UTC"}
         self._timeout = timeout
@@ -109,9 +112,10 @@ class CliClient:
         if self._wrapper is not None:
             command = self._wrapper(command)
         try:
+            env = self._env if self._jwt is None else {**self._env, "SLURM_JWT": self._jwt()}
             proc = subprocess.run(
                 command,
-                env=self._env,
+                env=env,
                 capture_output=True,
                 text=True,
                 timeout=self._timeout,

@@ -1,0 +1,532 @@
+"""kopf wiring of the Kueue bridge: observe -> `plan_lending` -> apply, per SlurmCluster.
+
+Any event on a Workload, an AdmissionCheck, a SlurmReservationCheck, a Node
+or a slurmd pod marks the bridge dirty; a loop reconciles within half a second when dirty and
+every `RESYNC_SECONDS` anyway (leak collection, WaitForIdle timeouts). One
+reconcile covers every AdmissionCheck whose controllerName is
+`slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
+name. Only the leader reconciles (the operator's Lease, `handlers.State`).
+
+Writes: the Slurm reservation (scontrol, `observe.reservation_writer`), the
+`slurmkube.io/lease` label on Nodes, our entry of each Workload's
+`status.admissionChecks` and the AdmissionCheck's `Active` condition, both by
+server-side apply under our own field manager so Kueue's fields stay Kueue's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from pydantic import ValidationError
+
+from slurmkube import metrics
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec
+from slurmkube.controllers import handlers
+from slurmkube.controllers.observe import (
+    FLEET,
+    reservation_writer,
+    slurm_client,
+)
+from slurmkube.kube.client import Kube, Manifest
+from slurmkube.lending import (
+    CheckState,
+    CheckUpdate,
+    LendingPlan,
+    LendingPolicy,
+    LendingWorld,
+    NodeView,
+    ReservationView,
+    fold_slurm_state,
+    our_check,
+    plan_lending,
+    reservation_name,
+    uid_of_reservation,
+    workload_view,
+)
+from slurmkube.lending.model import WorkloadView
+from slurmkube.render.kubernetes import deployment_context
+from slurmkube.slurm.errors import SlurmError, SlurmNotFound
+from slurmkube.slurm.models import ReservationFlag, ReservationRequest
+from slurmkube.slurm.rest import RestClient
+
+log = logging.getLogger(__name__)
+KUEUE = "kueue.x-k8s.io/v1beta2"
+FIELD_MANAGER = "slurmkube-admission-check"
+RESYNC_SECONDS = 10.0
+
+
+@dataclass
+class _Bridge:
+    dirty: bool = True
+    last: float = 0.0
+    task: asyncio.Task[None] | None = None
+    # Where Workloads and NodeSets are read: the operator's watched namespace
+    # (its RBAC is a Role there), or None with --all-namespaces.
+    namespace: str | None = None
+
+
+BRIDGE = _Bridge()
+
+
+def _mark(**_: Any) -> None:
+    BRIDGE.dirty = True
+
+
+kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")(_mark)
+kopf.on.event("kueue.x-k8s.io", "v1beta2", "admissionchecks")(_mark)
+kopf.on.event(wk.GROUP, "v1alpha1", "slurmreservationchecks")(_mark)
+kopf.on.event("", "v1", "nodes", id="lending-nodes")(_mark)
+# A slurmd pod leaving a leased node is the last step before Ready.
+kopf.on.event("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"}, id="lending-pods")(_mark)
+
+
+@kopf.on.startup()
+async def start_bridge(**_: Any) -> None:
+    BRIDGE.task = asyncio.get_running_loop().create_task(_loop())
+
+
+@kopf.on.cleanup()
+async def stop_bridge(**_: Any) -> None:
+    if BRIDGE.task is not None:
+        BRIDGE.task.cancel()
+
+
+async def _loop() -> None:
+    while True:
+        await asyncio.sleep(0.5)
+        due = time.monotonic() - BRIDGE.last > RESYNC_SECONDS
+        if not (BRIDGE.dirty or due):
+            continue
+        lease = handlers.State.lease
+        if handlers.State.kube is None or lease is None or not lease.is_leader:
+            continue
+        BRIDGE.dirty = False
+        BRIDGE.last = time.monotonic()
+        try:
+            await asyncio.to_thread(reconcile_bridge, handlers.State.kube)
+        except Exception:
+            log.exception("bridge reconcile failed")
+            BRIDGE.dirty = True
+
+
+# --- observe -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Check:
+    name: str
+    obj: Manifest
+    cluster: tuple[str, str] | None
+    policy: LendingPolicy | None
+    problem: str = ""
+
+
+def reconcile_bridge(kube: Kube) -> None:
+    try:
+        admission_checks = [
+            ac
+            for ac in kube.list(KUEUE, "AdmissionCheck", None)
+            if (ac.get("spec") or {}).get("controllerName") == wk.CHECK_CONTROLLER
+        ]
+        raw_workloads = kube.list(KUEUE, "Workload", BRIDGE.namespace)
+    except ResourceNotFoundError:
+        return  # Kueue is not installed
+    checks = [_check_of(kube, ac) for ac in admission_checks]
+    valid = {c.name: c for c in checks if c.policy is not None and c.cluster is not None}
+    views = _workloads(raw_workloads, valid)
+    # Workloads holding nodes under any of our checks, valid or not: a check whose
+    # parameters are being fixed must not cost a running workload its nodes.
+    live = frozenset(
+        w.uid for w in _workloads(raw_workloads, {c.name: c for c in checks}) if w.holds_nodes
+    )
+    raw_by_uid = {w["metadata"]["uid"]: w for w in raw_workloads}
+    clusters = {c.cluster for c in valid.values() if c.cluster is not None}
+    # Leases nobody holds on clusters no valid check names (a check deleted while
+    # it lent): those clusters are reconciled with no policy, which releases them.
+    clusters |= _clusters_with_leases(kube, live)
+    active: dict[str, tuple[bool, str, str]] = {
+        c.name: (False, "InvalidParameters", c.problem) for c in checks if c.problem
+    }
+    for key in sorted(clusters):
+        mine = [c for c in valid.values() if c.cluster == key]
+        ok, reason, message = _reconcile_cluster(
+            kube,
+            key,
+            mine,
+            [w for w in views if valid[w.check].cluster == key],
+            elsewhere=live,
+            raw_by_uid=raw_by_uid,
+        )
+        for c in mine:
+            active[c.name] = (ok, reason, message)
+    for c in checks:
+        _write_active(kube, c.obj, *active.get(c.name, (False, "Unknown", "not reconciled")))
+
+
+def _clusters_with_leases(kube: Kube, live: frozenset[str]) -> set[tuple[str, str]]:
+    leased = [
+        n
+        for n in kube.list("v1", "Node", None, wk.LABEL_LEASE)
+        if (n["metadata"].get("labels") or {}).get(wk.LABEL_LEASE) not in live
+    ]
+    if not leased:
+        return set()
+    found = set()
+    for raw in kube.list(wk.API_VERSION, "NodeSet", BRIDGE.namespace):
+        node_set = NodeSet.model_validate(
+            {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        )
+        if any(
+            node_set.spec.node_selector.matches(n["metadata"].get("labels") or {}) for n in leased
+        ):
+            found.add((node_set.metadata.namespace or "default", node_set.spec.cluster_ref))
+    return found
+
+
+def _check_of(kube: Kube, ac: Manifest) -> _Check:
+    name = ac["metadata"]["name"]
+    ref = (ac.get("spec") or {}).get("parameters") or {}
+    if ref.get("apiGroup") != wk.GROUP or ref.get("kind") != wk.CHECK_PARAMETERS_KIND:
+        return _Check(
+            name,
+            ac,
+            None,
+            None,
+            f"spec.parameters must reference a {wk.CHECK_PARAMETERS_KIND} of apiGroup {wk.GROUP}",
+        )
+    raw = kube.get(wk.API_VERSION, wk.CHECK_PARAMETERS_KIND, ref.get("name", ""), None)
+    if raw is None:
+        return _Check(
+            name, ac, None, None, f"{wk.CHECK_PARAMETERS_KIND} {ref.get('name')!r} not found"
+        )
+    try:
+        spec = SlurmReservationCheckSpec.model_validate(raw.get("spec") or {})
+    except ValidationError as err:
+        return _Check(name, ac, None, None, f"{wk.CHECK_PARAMETERS_KIND} spec: {err}")
+    policy = LendingPolicy(
+        check=name,
+        node_sets=frozenset(spec.node_sets),
+        wait_timeout_seconds=float(spec.busy_nodes.timeout_seconds),
+        max_nodes=spec.max_nodes,
+        flags=tuple(spec.reservation_flags),
+        tolerations=tuple(t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations),
+        retry_after_seconds=spec.retry_after_seconds,
+    )
+    return _Check(name, ac, (spec.cluster_ref.namespace, spec.cluster_ref.name), policy)
+
+
+def _workloads(raw: Iterable[Manifest], checks: Mapping[str, _Check]) -> list[WorkloadView]:
+    out = []
+    for w in raw:
+        check = our_check(w, checks.keys())
+        if check is not None:
+            out.append(workload_view(w, check))
+    return out
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    obj: Manifest
+    spec: SlurmCluster
+    rest: RestClient | None
+
+
+def _reconcile_cluster(
+    kube: Kube,
+    key: tuple[str, str],
+    checks: Sequence[_Check],
+    workloads: Sequence[WorkloadView],
+    *,
+    elsewhere: frozenset[str],
+    raw_by_uid: Mapping[str, Manifest],
+) -> tuple[bool, str, str]:
+    namespace, name = key
+    obj = kube.get(wk.API_VERSION, "SlurmCluster", name, namespace)
+    if obj is None:
+        return False, "ClusterNotFound", f"SlurmCluster {namespace}/{name} not found"
+    cluster = SlurmCluster.model_validate(
+        {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    )
+    writer = reservation_writer(kube, cluster)
+    rest = slurm_client(kube, cluster, reservations=writer)
+    nodes, reservations, reachable, error = _observe_nodes(kube, cluster, rest)
+    world = LendingWorld(
+        checks=tuple(c.policy for c in checks if c.policy is not None),
+        workloads=tuple(workloads),
+        nodes=nodes,
+        reservations=reservations,
+        slurm_reachable=reachable and writer is not None,
+        now=time.time(),
+        live_elsewhere=elsewhere,
+    )
+    plan = plan_lending(world)
+    started = {r.name: r.start for r in reservations}
+    _apply(kube, _Cluster(obj, cluster, rest), plan, raw_by_uid, started)
+    metrics.LENT_NODES.labels(name).set(plan.lent_nodes)
+    metrics.WAITING_WORKLOADS.labels(name).set(len(plan.waiting))
+    if not world.slurm_reachable:
+        return False, "SlurmUnreachable", error or "no slurmctld address or jwt.key yet"
+    return True, "Active", f"lending from SlurmCluster {namespace}/{name}"
+
+
+def _observe_nodes(
+    kube: Kube, cluster: SlurmCluster, rest: RestClient | None
+) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
+    namespace = cluster.metadata.namespace or "default"
+    node_sets = [
+        NodeSet.model_validate({k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+        for raw in kube.list(wk.API_VERSION, "NodeSet", namespace)
+        if (raw.get("spec") or {}).get("clusterRef") == cluster.metadata.name
+    ]
+    selector = f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NAME}=slurmd"
+    with_pod = {
+        (p["metadata"].get("labels") or {}).get(wk.LABEL_NODE, "")
+        for p in kube.list("v1", "Pod", namespace, selector)
+    }
+    slurm_nodes: dict[str, Any] = {}
+    reservations: tuple[ReservationView, ...] = ()
+    held: dict[str, str] = {}
+    error = "" if rest is not None else "slurmrestd is disabled or its key is missing"
+    if rest is not None:
+        try:
+            slurm_nodes = {n.name: n for n in rest.list_nodes()}
+            all_reservations = rest.list_reservations()
+        except SlurmError as err:
+            error = str(err)
+        else:
+            for res in all_reservations:
+                for node in res.nodes:
+                    held[node] = res.name
+            reservations = tuple(
+                ReservationView(r.name, r.nodes, r.start.timestamp() if r.start else 0.0)
+                for r in all_reservations
+                if uid_of_reservation(r.name) is not None
+            )
+    domain = cluster.spec.topology.nvlink_domain_label
+    views = []
+    for raw in kube.list("v1", "Node", None):
+        meta = raw["metadata"]
+        labels = meta.get("labels") or {}
+        node_set = next((ns for ns in node_sets if ns.spec.node_selector.matches(labels)), None)
+        fleet = FLEET.convert(raw)
+        if node_set is None or fleet is None:
+            continue
+        s = slurm_nodes.get(meta["name"])
+        views.append(
+            NodeView(
+                name=meta["name"],
+                node_set=node_set.metadata.name,
+                block=labels.get(domain) or f"node/{meta['name']}",
+                gpus=fleet.gpus,
+                slurm=fold_slurm_state(
+                    has_slurmd_pod=meta["name"] in with_pod,
+                    known=s is not None,
+                    busy=bool(s and s.busy),
+                    responding=bool(
+                        s and not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & s.state)
+                    ),
+                    drain=bool(s and s.drain),
+                    drained_by_us=bool(s and s.reason.startswith(wk.DRAIN_REASON_PREFIX)),
+                ),
+                lease=labels.get(wk.LABEL_LEASE, ""),
+                has_slurmd_pod=meta["name"] in with_pod,
+                cordoned=bool((raw.get("spec") or {}).get("unschedulable")),
+                slurm_reservation=held.get(meta["name"], ""),
+            )
+        )
+    return tuple(views), reservations, rest is not None and not error, error
+
+
+# --- apply -------------------------------------------------------------------------------
+
+
+def _apply(
+    kube: Kube,
+    cluster: _Cluster,
+    plan: LendingPlan,
+    raw_by_uid: Mapping[str, Manifest],
+    reserved_at: Mapping[str, float],
+) -> None:
+    name = cluster.obj["metadata"]["name"]
+    for release in plan.releases:
+        for node in release.unlabel:
+            kube.set_node_label(node, wk.LABEL_LEASE, None)
+        if release.delete_reservation and cluster.rest is not None:
+            try:
+                cluster.rest.delete_reservation(release.delete_reservation)
+            except SlurmNotFound:
+                pass
+            except SlurmError as err:
+                log.warning(
+                    "reservation delete failed name=%s error=%s", release.delete_reservation, err
+                )
+                continue
+        undone = bool(release.unlabel or release.delete_reservation)
+        if release.orphan and undone:
+            metrics.LEAKS_COLLECTED.labels(name).inc()
+            kube.event(
+                cluster.obj,
+                "LeaseCollected",
+                f"no Workload {release.uid}: removed lease from {list(release.unlabel)}, "
+                f"reservation {release.delete_reservation or '-'}",
+                warning=True,
+            )
+        elif undone and release.uid in raw_by_uid:
+            kube.event(
+                raw_by_uid[release.uid],
+                "NodesReturned",
+                f"returned {list(release.unlabel)} to Slurm "
+                f"(reservation {release.delete_reservation or '-'} deleted)",
+            )
+        if undone:
+            log.info("lease released uid=%s nodes=%s", release.uid, ",".join(release.unlabel))
+        if release.check is not None:
+            _write_check(kube, raw_by_uid.get(release.uid), release.check)
+    user = deployment_context(cluster.spec).slurm_user
+    for lend in plan.lends:
+        raw = raw_by_uid.get(lend.uid)
+        check = lend.check
+        if lend.create is not None:
+            if cluster.rest is None:
+                continue
+            try:
+                cluster.rest.create_reservation(
+                    ReservationRequest(
+                        name=lend.create.name,
+                        nodes=lend.create.nodes,
+                        users=(user,),
+                        flags=frozenset(ReservationFlag(f) for f in lend.create.flags),
+                    )
+                )
+            except SlurmError as err:
+                log.warning("reservation create failed name=%s error=%s", lend.create.name, err)
+                if check is not None:
+                    _write_check(
+                        kube,
+                        raw,
+                        CheckUpdate(
+                            check.namespace,
+                            check.workload,
+                            check.check,
+                            CheckState.RETRY,
+                            f"Slurm refused reservation {lend.create.name}: {err}",
+                            requeue_after_seconds=30,
+                        ),
+                    )
+                continue
+            if raw is not None:
+                kube.event(raw, "NodesReserved", f"reservation {lend.create.name}: {lend.placed}")
+            log.info(
+                "reservation created name=%s nodes=%s",
+                lend.create.name,
+                ",".join(lend.create.nodes),
+            )
+        for node in lend.label:
+            kube.set_node_label(node, wk.LABEL_LEASE, lend.uid)
+        if check is not None:
+            written = _write_check(kube, raw, check)
+            if written and check.state is CheckState.READY and raw is not None:
+                kube.event(raw, "NodesLent", check.message)
+                seconds = _since_quota_reserved(raw)
+                if seconds is not None:
+                    metrics.LEND_SECONDS.labels(check.check).observe(seconds)
+                since = reserved_at.get(reservation_name(lend.uid))
+                if since:
+                    metrics.DRAIN_WAIT_SECONDS.labels(check.check).observe(
+                        max(0.0, time.time() - since)
+                    )
+                log.info("check ready workload=%s/%s", check.namespace, check.workload)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write_check(kube: Kube, raw: Manifest | None, update: CheckUpdate) -> bool:
+    """Our entry of status.admissionChecks, by server-side apply; False if unchanged."""
+    if raw is None:
+        return False
+    entries = (raw.get("status") or {}).get("admissionChecks") or []
+    current: Manifest = next((e for e in entries if e.get("name") == update.check), {})
+    pod_set_updates = [dict(u) for u in update.pod_set_updates]
+    if (
+        current.get("state") == update.state.value
+        and current.get("message") == update.message[:32768]
+        and (current.get("podSetUpdates") or []) == pod_set_updates
+    ):
+        return False
+    entry: dict[str, Any] = {
+        "name": update.check,
+        "state": update.state.value,
+        "message": update.message[:32768],
+        "lastTransitionTime": _now()
+        if current.get("state") != update.state.value
+        else current.get("lastTransitionTime") or _now(),
+    }
+    if pod_set_updates:
+        entry["podSetUpdates"] = pod_set_updates
+    if update.requeue_after_seconds is not None:
+        entry["requeueAfterSeconds"] = update.requeue_after_seconds
+    kube.apply_status(
+        {
+            "apiVersion": KUEUE,
+            "kind": "Workload",
+            "metadata": {"name": update.workload, "namespace": update.namespace},
+            "status": {"admissionChecks": [entry]},
+        },
+        FIELD_MANAGER,
+    )
+    metrics.CHECK_ANSWERS.labels(update.check, update.state.value).inc()
+    if update.state in (CheckState.RETRY, CheckState.REJECTED):
+        kube.event(raw, f"Check{update.state.value}", update.message, warning=True)
+    return True
+
+
+def _since_quota_reserved(raw: Manifest) -> float | None:
+    for c in (raw.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "QuotaReserved" and c.get("status") == "True":
+            at = dt.datetime.strptime(c["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
+            return max(0.0, time.time() - at.replace(tzinfo=dt.UTC).timestamp())
+    return None
+
+
+def _write_active(kube: Kube, ac: Manifest, ok: bool, reason: str, message: str) -> None:
+    """The AdmissionCheck's Active condition (Kueue admits nothing through an inactive one)."""
+    name = ac["metadata"]["name"]
+    conditions = (ac.get("status") or {}).get("conditions") or []
+    current: Manifest = next((c for c in conditions if c.get("type") == "Active"), {})
+    status = "True" if ok else "False"
+    if current.get("status") == status and current.get("message") == message[:32768]:
+        return
+    kube.apply_status(
+        {
+            "apiVersion": KUEUE,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": name},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Active",
+                        "status": status,
+                        "reason": reason,
+                        "message": message[:32768],
+                        "lastTransitionTime": _now()
+                        if current.get("status") != status
+                        else current.get("lastTransitionTime") or _now(),
+                        "observedGeneration": ac["metadata"].get("generation"),
+                    }
+                ]
+            },
+        },
+        FIELD_MANAGER,
+    )
+    log.info("admission check active check=%s active=%s reason=%s", name, ok, reason)

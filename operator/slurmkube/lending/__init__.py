@@ -1,0 +1,53 @@
+"""Lending Slurm nodes to Kueue workloads (issue 7): the pure planner.
+
+`plan_lending(LendingWorld) -> LendingPlan`. The controller
+(`slurmkube.controllers.lending`) observes Workloads, Nodes and Slurm into a
+`LendingWorld`, applies the plan (Slurm reservation, lease labels, the check's
+state in the Workload's status) and nothing else; every decision is here,
+table-tested without a cluster.
+"""
+
+from slurmkube.lending.model import (
+    CheckState,
+    CheckUpdate,
+    Lend,
+    LendingPlan,
+    LendingPolicy,
+    LendingWorld,
+    NewReservation,
+    NodeView,
+    PodSetView,
+    Release,
+    ReservationView,
+    SlurmState,
+    WorkloadView,
+    fold_slurm_state,
+    reservation_name,
+    uid_of_reservation,
+)
+from slurmkube.lending.plan import gang_of, placement_state, plan_lending
+from slurmkube.lending.workload import our_check, workload_view
+
+__all__ = [
+    "CheckState",
+    "CheckUpdate",
+    "Lend",
+    "LendingPlan",
+    "LendingPolicy",
+    "LendingWorld",
+    "NewReservation",
+    "NodeView",
+    "PodSetView",
+    "Release",
+    "ReservationView",
+    "SlurmState",
+    "WorkloadView",
+    "fold_slurm_state",
+    "gang_of",
+    "our_check",
+    "placement_state",
+    "plan_lending",
+    "reservation_name",
+    "uid_of_reservation",
+    "workload_view",
+]

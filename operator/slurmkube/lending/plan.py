@@ -1,0 +1,373 @@
+"""The lending planner: which nodes to lend to which Workload, and what to undo (pure).
+
+Level based: every call looks at the whole world and says what should be
+true, so a crash between any two steps is finished (or undone) by the next
+call. One workload moves through these states, each a fact in the world, not
+a memory of the planner:
+
+    quota reserved, check Pending
+      -> a Slurm reservation `slurmkube-<uid>` on the chosen nodes
+         (Slurm starts nothing new there; running jobs go on: IGNORE_JOBS)
+      -> once those nodes run no Slurm job: the lease label on each node
+         (the cluster reconcile then drains and removes their slurmd pods)
+      -> once no slurmd pod is left on them: check Ready, with a podSetUpdate
+         nodeSelector slurmkube.io/lease=<uid>
+
+A workload that stops holding nodes (finished, evicted, deactivated, deleted,
+or answered Retry) is released: labels removed, then the reservation deleted.
+A label or reservation whose workload no longer exists is a leak and is
+collected the same way.
+
+Answers to Kueue: Retry (with requeueAfterSeconds) when the nodes are not there
+now (Slurm unreachable, pool short, waited too long for Slurm jobs); Rejected
+only when the fleet could never hold the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from slurmkube.api import well_known as wk
+from slurmkube.lending.model import (
+    CheckState,
+    CheckUpdate,
+    Lend,
+    LendingPlan,
+    LendingPolicy,
+    LendingWorld,
+    NewReservation,
+    NodeView,
+    Release,
+    ReservationView,
+    SlurmState,
+    WorkloadView,
+    reservation_name,
+    uid_of_reservation,
+)
+from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, Snapshot, Verdict, place
+
+# Slurm starts nothing new on reserved nodes for other users, and a reservation
+# can be made while jobs still run there (scontrol(1), Flags=IGNORE_JOBS).
+BASE_FLAGS = ("IGNORE_JOBS",)
+
+
+def plan_lending(world: LendingWorld) -> LendingPlan:
+    policies = {p.check: p for p in world.checks}
+    workloads = [w for w in world.workloads if w.check in policies]
+    holding = {w.uid: w for w in workloads if w.holds_nodes}
+    known = {w.uid for w in world.workloads}
+    releases = _releases(world, holding, known)
+    releasing = {r.uid for r in releases}
+
+    state = _Round(
+        world=world,
+        nodes={n.name: n for n in world.nodes},
+        reservations={r.name: r for r in world.reservations},
+        snapshots={p.check: _snapshot(world.nodes, p) for p in world.checks},
+    )
+    for w in holding.values():
+        state.lent_by_check[w.check] = state.lent_by_check.get(w.check, 0) + len(
+            _leased_nodes(w.uid, state.nodes, state.reservations)
+        )
+    lends: list[Lend] = []
+    waiting: list[str] = []
+    for w in sorted(holding.values(), key=lambda w: (w.namespace, w.name)):
+        lend = _lend(w, policies[w.check], state)
+        if lend is None:
+            continue
+        if lend.check is not None and lend.check.state is CheckState.RETRY:
+            # Answering Retry gives the quota back: whatever was reserved goes too.
+            releases.append(_release_of(w.uid, state.nodes, state.reservations, check=lend.check))
+            releasing.add(w.uid)
+            continue
+        if lend.waiting:
+            waiting.append(w.uid)
+        lends.append(lend)
+    lent = sum(1 for n in world.nodes if n.lease and n.lease not in releasing)
+    lent += sum(len(lend.label) for lend in lends)
+    return LendingPlan(
+        lends=tuple(lends), releases=tuple(releases), lent_nodes=lent, waiting=tuple(waiting)
+    )
+
+
+@dataclass
+class _Round:
+    """One planning round: lookups, and what earlier workloads of the round took."""
+
+    world: LendingWorld
+    nodes: dict[str, NodeView]
+    reservations: dict[str, ReservationView]
+    snapshots: dict[str, Snapshot]
+    lent_by_check: dict[str, int] = field(default_factory=dict)
+
+
+# --- release ---------------------------------------------------------------------------
+
+
+def _releases(
+    world: LendingWorld, holding: dict[str, WorkloadView], known: set[str]
+) -> list[Release]:
+    keep = set(holding) | world.live_elsewhere
+    uids: set[str] = {n.lease for n in world.nodes if n.lease and n.lease not in keep}
+    for res in world.reservations:
+        uid = uid_of_reservation(res.name)
+        if uid is not None and uid not in keep:
+            uids.add(uid)
+    nodes = {n.name: n for n in world.nodes}
+    reservations = {r.name: r for r in world.reservations}
+    return [
+        replace(_release_of(uid, nodes, reservations), orphan=uid not in known)
+        for uid in sorted(uids)
+    ]
+
+
+def _release_of(
+    uid: str,
+    nodes: dict[str, NodeView],
+    reservations: dict[str, ReservationView],
+    check: CheckUpdate | None = None,
+) -> Release:
+    name = reservation_name(uid)
+    return Release(
+        uid=uid,
+        unlabel=tuple(sorted(n.name for n in nodes.values() if n.lease == uid)),
+        delete_reservation=name if name in reservations else None,
+        check=check,
+    )
+
+
+def _leased_nodes(
+    uid: str, nodes: dict[str, NodeView], reservations: dict[str, ReservationView]
+) -> set[str]:
+    res = reservations.get(reservation_name(uid))
+    return {n.name for n in nodes.values() if n.lease == uid} | set(res.nodes if res else ())
+
+
+# --- lend ------------------------------------------------------------------------------
+
+
+def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:
+    res = state.reservations.get(reservation_name(w.uid))
+    if w.check_state is CheckState.READY:
+        if res is None and state.world.slurm_reachable:
+            leased = tuple(sorted(n.name for n in state.nodes.values() if n.lease == w.uid))
+            if leased:  # someone deleted the reservation under a running workload
+                return Lend(w.uid, create=_new_reservation(w.uid, leased, policy))
+        return None
+    if not state.world.slurm_reachable:
+        return Lend(w.uid, check=_retry(w, policy, "Slurm is not reachable; retrying"))
+    if res is None:
+        return _place(w, policy, state)
+    return _progress(w, policy, state.world, state.nodes, res)
+
+
+def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
+    gang = gang_of(w)
+    if gang is None:
+        return Lend(
+            w.uid,
+            check=_update(
+                w,
+                CheckState.REJECTED,
+                f"no PodSet of workload {w.name} requests {wk.RESOURCE_GPU}; "
+                "the Slurm reservation check lends whole GPU nodes",
+            ),
+        )
+    if policy.max_nodes is not None:
+        if gang.nodes > policy.max_nodes:
+            return Lend(
+                w.uid,
+                check=_update(
+                    w,
+                    CheckState.REJECTED,
+                    f"workload needs {gang.nodes} nodes; check {policy.check} lends at most "
+                    f"{policy.max_nodes} (SlurmReservationCheck spec.maxNodes)",
+                ),
+            )
+        lent = state.lent_by_check.get(policy.check, 0)
+        if lent + gang.nodes > policy.max_nodes:
+            return Lend(
+                w.uid,
+                check=_retry(
+                    w,
+                    policy,
+                    f"{lent} of at most {policy.max_nodes} nodes are lent already; "
+                    f"{gang.nodes} more do not fit",
+                ),
+            )
+    snapshot = state.snapshots[policy.check]
+    decision = place(snapshot, gang)
+    if decision.verdict is Verdict.CAN_NEVER_FIT:
+        return Lend(w.uid, check=_update(w, CheckState.REJECTED, decision.message))
+    if decision.verdict is Verdict.DOES_NOT_FIT_NOW:
+        return Lend(w.uid, check=_retry(w, policy, decision.message))
+    state.snapshots[policy.check] = snapshot.reserve(decision)
+    state.lent_by_check[policy.check] = state.lent_by_check.get(policy.check, 0) + len(
+        decision.nodes
+    )
+    idle = not decision.busy_nodes
+    label = tuple(sorted(decision.nodes)) if idle else ()
+    next_step = (
+        "labelling them for the workload"
+        if idle
+        else f"waits for Slurm jobs on {', '.join(decision.busy_nodes)} to end (WaitForIdle)"
+    )
+    return Lend(
+        w.uid,
+        create=_new_reservation(w.uid, tuple(sorted(decision.nodes)), policy),
+        label=label,
+        waiting=not idle,
+        check=_update(
+            w,
+            CheckState.PENDING,
+            f"reserved {', '.join(sorted(decision.nodes))} in Slurm ({decision.message}); "
+            + next_step,
+        ),
+        placed=decision.message,
+    )
+
+
+def _progress(
+    w: WorkloadView,
+    policy: LendingPolicy,
+    world: LendingWorld,
+    nodes: dict[str, NodeView],
+    res: ReservationView,
+) -> Lend:
+    views = [nodes.get(name) for name in res.nodes]
+    gone = [name for name, v in zip(res.nodes, views, strict=True) if v is None]
+    if gone:
+        return Lend(w.uid, check=_retry(w, policy, f"reserved nodes left the pool: {gone}"))
+    present = [v for v in views if v is not None]
+    taken = [v.name for v in present if v.lease and v.lease != w.uid]
+    if taken:
+        return Lend(w.uid, check=_retry(w, policy, f"reserved nodes are lent elsewhere: {taken}"))
+    busy = [v.name for v in present if v.slurm is SlurmState.BUSY]
+    if busy:
+        waited = world.now - res.start
+        if waited > policy.wait_timeout_seconds:
+            return Lend(
+                w.uid,
+                check=_retry(
+                    w,
+                    policy,
+                    f"Slurm jobs on {', '.join(busy)} still run after {waited:.0f}s "
+                    f"(WaitForIdle timeout {policy.wait_timeout_seconds:.0f}s); nodes returned",
+                ),
+            )
+        return Lend(
+            w.uid,
+            waiting=True,
+            check=_update(
+                w,
+                CheckState.PENDING,
+                f"reserved {', '.join(res.nodes)}; waits for Slurm jobs on "
+                f"{', '.join(busy)} to end (WaitForIdle)",
+            ),
+        )
+    label = tuple(v.name for v in present if v.lease != w.uid)
+    with_slurmd = [v.name for v in present if v.has_slurmd_pod]
+    if label or with_slurmd:
+        return Lend(
+            w.uid,
+            label=label,
+            check=_update(
+                w,
+                CheckState.PENDING,
+                f"reserved {', '.join(res.nodes)}; waits for the slurmd pods on "
+                f"{', '.join(with_slurmd or label)} to leave",
+            ),
+        )
+    return Lend(w.uid, check=_ready(w, policy, res.nodes))
+
+
+def _ready(w: WorkloadView, policy: LendingPolicy, nodes: Iterable[str]) -> CheckUpdate:
+    updates = []
+    for ps in w.pod_sets:
+        update: dict[str, object] = {"name": ps.name, "nodeSelector": {wk.LABEL_LEASE: w.uid}}
+        if policy.tolerations:
+            update["tolerations"] = [dict(t) for t in policy.tolerations]
+        updates.append(update)
+    return _update(
+        w,
+        CheckState.READY,
+        f"lent {', '.join(nodes)} from Slurm (reservation {reservation_name(w.uid)})",
+        pod_set_updates=tuple(updates),
+    )
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def gang_of(w: WorkloadView) -> GangRequest | None:
+    """One node per GPU pod, every node with at least the largest per-pod GPU count."""
+    gpu_sets = [ps for ps in w.pod_sets if ps.gpus_per_pod > 0 and ps.count > 0]
+    if not gpu_sets:
+        return None
+    single = any(ps.single_block for ps in gpu_sets)
+    return GangRequest(
+        name=f"{w.namespace}/{w.name}",
+        nodes=sum(ps.count for ps in gpu_sets),
+        gpus_per_node=max(ps.gpus_per_pod for ps in gpu_sets),
+        block_policy=BlockPolicy.SINGLE_BLOCK if single else BlockPolicy.MIN_BLOCKS,
+        # WaitForIdle: busy Slurm nodes may be chosen (last), and waited for.
+        allow_busy=True,
+    )
+
+
+def _snapshot(nodes: Iterable[NodeView], policy: LendingPolicy) -> Snapshot:
+    return Snapshot.of(
+        Node(
+            name=n.name,
+            block=n.block,
+            gpus=n.gpus,
+            state=placement_state(n),
+            busy_until=n.busy_until,
+        )
+        for n in nodes
+        if policy.lends_from(n.node_set)
+    )
+
+
+def placement_state(node: NodeView) -> NodeState:
+    """Who owns the node now, in the placer's terms."""
+    if node.lease or node.slurm_reservation.startswith(wk.RESERVATION_PREFIX):
+        return NodeState.LENT
+    if node.cordoned or node.slurm_reservation:
+        return NodeState.UNAVAILABLE
+    if node.slurm is SlurmState.ABSENT and not node.has_slurmd_pod:
+        return NodeState.FREE
+    if node.slurm is SlurmState.IDLE:
+        return NodeState.IDLE
+    if node.slurm is SlurmState.BUSY:
+        return NodeState.BUSY
+    return NodeState.UNAVAILABLE
+
+
+def _new_reservation(uid: str, nodes: tuple[str, ...], policy: LendingPolicy) -> NewReservation:
+    flags = tuple(sorted(set(BASE_FLAGS) | set(policy.flags)))
+    return NewReservation(reservation_name(uid), nodes, flags)
+
+
+def _retry(w: WorkloadView, policy: LendingPolicy, message: str) -> CheckUpdate:
+    return _update(w, CheckState.RETRY, message, requeue_after=policy.retry_after_seconds)
+
+
+def _update(
+    w: WorkloadView,
+    state: CheckState,
+    message: str,
+    *,
+    pod_set_updates: tuple[dict[str, object], ...] = (),
+    requeue_after: int | None = None,
+) -> CheckUpdate:
+    return CheckUpdate(
+        namespace=w.namespace,
+        workload=w.name,
+        check=w.check,
+        state=state,
+        message=message,
+        pod_set_updates=pod_set_updates,
+        requeue_after_seconds=requeue_after,
+    )
