@@ -148,7 +148,11 @@ def _operator(args: argparse.Namespace) -> int:
         kopf.operator(
             namespaces=namespaces,
             clusterwide=bool(args.all_namespaces),
-            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz",
+            # 0: no endpoint (kopf would read port 0 as 80, and several operators
+            # on one host, as in the e2e suites, would fight over it).
+            liveness_endpoint=(
+                f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+            ),
             standalone=True,
         )
     )

@@ -30,6 +30,9 @@ from slurmkube.render.cluster import plan_cluster
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
+# Slurm's power-saving decisions are no Kubernetes event: while a NodeSet
+# autoscales, its cluster is read this often to follow them.
+AUTOSCALE_POLL_SECONDS = float(os.environ.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS", "2"))
 
 
 @dataclass
@@ -165,9 +168,14 @@ def reconcile(namespace: str, name: str) -> None:
     except Exception:
         metrics.RECONCILE_ERRORS.labels(name).inc()
         raise
+    wake = []
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
-        State.wake[(namespace, name)] = time.monotonic() + propagation_left(plan.rendered.hash)
+        wake.append(propagation_left(plan.rendered.hash))
+    if plan.scaling:
+        wake.append(AUTOSCALE_POLL_SECONDS)
+    if wake:
+        State.wake[(namespace, name)] = time.monotonic() + min(wake)
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
         namespace,

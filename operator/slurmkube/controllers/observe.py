@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
-from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
+from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster
 from slurmkube.kube.client import Kube, Manifest
+from slurmkube.render import autoscale
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
 from slurmkube.render.kubernetes import auth_secret, names_of
 from slurmkube.render.status import POD_CONDITION
@@ -64,7 +65,22 @@ def slurm_view(node: Node) -> SlurmNodeView:
         state=_state_class(node),
         gpus=node.gpus,
         gpus_allocated=node.gpus_allocated,
+        power=_power(node),
+        down=bool({"DOWN", "FAIL"} & node.state),
     )
+
+
+def _power(node: Node) -> str:
+    """Where power saving has the node, from slurmrestd's state flags (slurm.conf(5))."""
+    if "POWERED_DOWN" in node.state:
+        return autoscale.SUSPENDED
+    if "POWERING_DOWN" in node.state:
+        return autoscale.SUSPENDING
+    if "POWERING_UP" in node.state:
+        return autoscale.RESUMING
+    if "POWER_DOWN" in node.state:
+        return autoscale.POWER_DOWN_REQUESTED
+    return autoscale.UP
 
 
 def _state_class(node: Node) -> str:
@@ -130,6 +146,8 @@ class Snapshot:
     observed: Observed
     slurm: RestClient | None
     slurm_error: str
+    # GPUs pending jobs ask for, per partition (read only while a NodeSet autoscales).
+    pending_gpus: dict[str, int] | None = None
 
 
 def _node_set(raw: Manifest) -> NodeSet:
@@ -139,7 +157,11 @@ def _node_set(raw: Manifest) -> NodeSet:
     if raw["metadata"].get("deletionTimestamp"):
         # Leaving: its slurmd pods are drained and removed like a scale to zero.
         node_set = node_set.model_copy(
-            update={"spec": node_set.spec.model_copy(update={"replicas": 0})}
+            update={
+                "spec": node_set.spec.model_copy(
+                    update={"replicas": 0, "autoscaling": AutoscalingSpec()}
+                )
+            }
         )
     return node_set
 
@@ -176,9 +198,12 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
     slurm = slurm_client(kube, cluster)
     slurm_nodes: dict[str, SlurmNodeView] | None = None
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
+    pending: dict[str, int] | None = None
     if slurm is not None:
         try:
             slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
+            if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):
+                pending = _pending_gpus(slurm)
         except SlurmError as err:
             error = str(err)
     return Snapshot(
@@ -193,7 +218,17 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
         ),
         slurm=slurm,
         slurm_error=error,
+        pending_gpus=pending,
     )
+
+
+def _pending_gpus(slurm: RestClient) -> dict[str, int]:
+    """A job pending in several partitions (`-p a,b`) counts in each."""
+    demand: dict[str, int] = {}
+    for job in slurm.list_jobs({"PENDING"}):
+        for partition in filter(None, job.partition.split(",")):
+            demand[partition] = demand.get(partition, 0) + job.gpus_requested
+    return dict(sorted(demand.items()))
 
 
 def _pod_view(pod: dict[str, Any]) -> PodView:

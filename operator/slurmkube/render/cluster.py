@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
+from slurmkube.render.autoscale import (
+    RESUMING,
+    Scaling,
+    hold_undeployed,
+    plan_scaling,
+    removable,
+)
 from slurmkube.render.config import plan_config
 from slurmkube.render.files import RenderedConfig, render_files
 from slurmkube.render.kubernetes import (
@@ -51,6 +58,9 @@ class SlurmNodeView:
     state: str = "idle"
     gpus: int = 0
     gpus_allocated: int = 0
+    # Where Slurm's power saving has the node (render.autoscale.POWER_STATES).
+    power: str = "up"
+    down: bool = False  # DOWN or FAIL: Slurm will not schedule there
 
     @property
     def drained_by_us(self) -> bool:
@@ -101,6 +111,10 @@ class Plan:
     members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
     kueue_objects: tuple[Manifest, ...] = ()
+    # Autoscaled NodeSets (render.autoscale): what Slurm is asked to do, per NodeSet.
+    scaling: Mapping[str, Scaling] = field(default_factory=dict)
+    # Powered-down nodes of NodeSets driven by `replicas`, held while power saving is on.
+    hold: Mapping[str, str] = field(default_factory=dict)
 
 
 DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
@@ -131,9 +145,20 @@ def plan_cluster(observed: Observed) -> Plan:
     gpus: dict[str, int] = {n.name: n.gpus for n in observed.fleet}
     desired: dict[str, tuple[str, ...]] = {}
     wanted_pods: dict[str, Manifest] = {}
+    scaling = _plan_scaling(observed, config.members, config.topology)
+    hold: dict[str, str] = {}
     for ns in bundle.node_sets:
-        nodes = desired_slurmd_nodes(ns, config.members[ns.metadata.name], observed.unavailable)
-        desired[ns.metadata.name] = tuple(nodes)
+        name = ns.metadata.name
+        if name in scaling:
+            nodes = list(scaling[name].pods)
+            # Resuming nodes are on their way: Ready waits for the registered ones only.
+            views = observed.slurm_nodes or {}
+            desired[name] = tuple(n for n in nodes if _power(views.get(n)) != RESUMING)
+        else:
+            nodes = desired_slurmd_nodes(ns, config.members[name], observed.unavailable)
+            desired[name] = tuple(nodes)
+            if scaling:
+                hold |= hold_undeployed(config.members[name], nodes, observed.slurm_nodes)
         for node in nodes:
             pod = slurmd_pod(cluster, ns, node, gpus.get(node, 0), rendered.hash)
             wanted_pods[pod["metadata"]["name"]] = pod
@@ -148,7 +173,11 @@ def plan_cluster(observed: Observed) -> Plan:
         if observed.slurm_nodes is None:
             continue  # cannot tell whether a job runs there: keep the pod
         state = observed.slurm_nodes.get(view.node)
-        if state is None or not state.responding:
+        if view.node_set in scaling:
+            # Slurm powers the node down itself (idle only); its pod goes after.
+            if removable(state):
+                delete.append(view.name)
+        elif state is None or not state.responding:
             delete.append(view.name)  # Slurm runs nothing on a node it does not reach
         elif not state.drain:
             drain.append(view.node)
@@ -164,7 +193,32 @@ def plan_cluster(observed: Observed) -> Plan:
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
         conditions=_topology_conditions(config.topology),
         kueue_objects=_kueue_objects(bundle),
+        scaling=scaling,
+        hold=hold,
     )
+
+
+def _power(view: SlurmNodeView | None) -> str:
+    return "" if view is None else view.power
+
+
+def _plan_scaling(
+    observed: Observed, members: Mapping[str, Sequence[str]], topology: FleetTopology
+) -> dict[str, Scaling]:
+    blocks: dict[str, str] = {n: b.name for b in topology.blocks for n in b.nodes}
+    with_pod = {p.node for p in observed.pods if not p.deleting}
+    return {
+        ns.metadata.name: plan_scaling(
+            ns.spec.autoscaling,
+            members[ns.metadata.name],
+            observed.slurm_nodes,
+            observed.unavailable,
+            blocks=blocks,
+            with_pod=with_pod,
+        )
+        for ns in observed.bundle.node_sets
+        if ns.spec.autoscaling.enabled
+    }
 
 
 def kueue_name(bundle: ClusterBundle) -> str:

@@ -32,3 +32,6 @@ class RenderContext:
     # SlurmdParameters=config_overrides: trust slurm.conf over what slurmd
     # detects. Only for tests where many fake nodes share one small host.
     config_overrides: bool = False
+    # ResumeProgram/SuspendProgram of autoscaled NodeSets: the operator follows
+    # Slurm's node states (render.autoscale), so the programs only have to exit 0.
+    power_program: str = "/bin/true"
