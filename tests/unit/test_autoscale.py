@@ -133,8 +133,10 @@ def test_limits_hold_the_powered_down_nodes_slurm_may_not_pick(
 
 def test_a_hold_no_longer_needed_is_released() -> None:
     held = View(drain=True, reason=f"{HOLD_LIMIT} (maxNodes 4)")
-    scaling = plan(fleet(n6=held, n7=held))
-    assert scaling.release == ("n6", "n7")
+    # A NodeSet that switched from replicas to autoscaling: its spare nodes' holds go too.
+    spare = View(drain=True, reason=HOLD_UNDEPLOYED)
+    scaling = plan(fleet(n5=spare, n6=held, n7=held))
+    assert scaling.release == ("n5", "n6", "n7")
     assert not scaling.hold
 
 

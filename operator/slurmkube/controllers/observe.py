@@ -231,6 +231,25 @@ def _pending_gpus(slurm: RestClient) -> dict[str, int]:
     return dict(sorted(demand.items()))
 
 
+def slurm_fingerprint(kube: Kube, namespace: str, name: str) -> int | None:
+    """A cheap summary of Slurm's nodes (one REST call): a reconcile is needed when it
+    changes. None when it cannot be read (then reconcile anyway)."""
+    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
+    if cluster_obj is None:
+        return None
+    cluster = SlurmCluster.model_validate(
+        {k: cluster_obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    )
+    slurm = slurm_client(kube, cluster)
+    if slurm is None:
+        return None
+    try:
+        nodes = slurm.list_nodes()
+    except SlurmError:
+        return None
+    return hash(tuple(sorted((n.name, n.state, n.reason) for n in nodes)))
+
+
 def _pod_view(pod: dict[str, Any]) -> PodView:
     meta = pod["metadata"]
     labels = meta.get("labels") or {}

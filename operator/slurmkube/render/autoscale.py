@@ -46,7 +46,7 @@ _POWERED: Final = frozenset({UP, RESUMING, POWER_DOWN_REQUESTED})
 HOLD_LIMIT: Final = f"{wk.DRAIN_REASON_PREFIX} autoscaling limit"
 HOLD_UNAVAILABLE: Final = f"{wk.DRAIN_REASON_PREFIX} not available to Slurm"
 HOLD_UNDEPLOYED: Final = f"{wk.DRAIN_REASON_PREFIX} beyond the NodeSet's replicas"
-_HOLDS: Final = (HOLD_LIMIT, HOLD_UNAVAILABLE)
+_HOLDS: Final = (HOLD_LIMIT, HOLD_UNAVAILABLE, HOLD_UNDEPLOYED)
 
 
 class PowerNode(Protocol):
