@@ -8,7 +8,7 @@ moment sbatch returned:
   slurm_decision        Slurm marks the job's nodes POWERING_UP (scheduler + power_save)
   pod_creation          the operator has created every slurmd pod for them
   slurmd_registration   every slurmd registered (POWERING_UP cleared)
-  job_start             the job is RUNNING
+  job_start             the job runs (RUNNING without CONFIGURING)
 
 (each phase from the end of the one before), plus `sbatch_seconds`, the time
 sbatch itself took (run inside the slurmctld pod). Slurm and Kubernetes are
@@ -101,7 +101,9 @@ def one_round(kube: Kube, slurm: RestClient, ns: str, nodes: int) -> dict[str, f
             marks["slurmd_registration"] = now
         if "slurmd_registration" in marks:
             (found,) = [j for j in slurm.list_jobs({"RUNNING", "COMPLETED"}) if j.job_id == job]
-            if found.state & {"RUNNING", "COMPLETED"}:
+            # A job on resuming nodes is RUNNING+CONFIGURING from its allocation on;
+            # it starts when CONFIGURING clears.
+            if found.state & {"RUNNING", "COMPLETED"} and "CONFIGURING" not in found.state:
                 marks["job_start"] = now
         time.sleep(0.05)
     out = {"sbatch_seconds": submitted - before}
