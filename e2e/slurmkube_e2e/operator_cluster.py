@@ -66,6 +66,20 @@ def docs(
     ]
 
 
+def autoscaled_docs(namespace: str, **autoscaling: Any) -> list[dict[str, Any]]:
+    """The sample with its NodeSet driven by Slurm's power saving, at short test times."""
+    cluster, node_set = docs(namespace)
+    del node_set["spec"]["replicas"]
+    node_set["spec"]["autoscaling"] = {
+        "enabled": True,
+        "suspendTimeSeconds": 15,
+        "suspendTimeoutSeconds": 5,
+        "resumeTimeoutSeconds": 30,
+        **autoscaling,
+    }
+    return [cluster, node_set]
+
+
 def in_ctld(namespace: str, *argv: str) -> str:
     return in_pod(namespace, "local-slurmctld-0", *argv)
 

@@ -14,6 +14,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import API, Snapshot
+from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling_status
 from slurmkube.kube.client import Kube
 from slurmkube.render.cluster import (
     Condition,
@@ -78,6 +79,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
             if node not in plan.drain and node not in plan.rolling:
                 resume_if_ours(slurm, node)
+        apply_scaling(kube, snap, plan)
     for name in plan.delete_pods:
         kube.delete("v1", "Pod", name, namespace)
         metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
@@ -252,6 +254,9 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         "nodes": node_counts(slurm_nodes, all_members, every_member),
         "gpus": gpu_counts(slurm_nodes, all_members),
     }
+    pending = record_pending(snap)
+    if pending is not None:
+        status["pendingGpus"] = pending
     if plan.rendered is not None and any(
         c.type == "ConfigApplied" and c.status for c in conditions
     ):
@@ -287,20 +292,18 @@ def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:
                 metrics.SLURM_NODES.labels(cluster, name, state).set(count)
         for kind, count in gpus.items():
             metrics.GPUS.labels(cluster, name, kind).set(count)
-        kube.patch_status(
-            API,
-            "NodeSet",
-            name,
-            namespace,
-            {
-                "observedGeneration": obj["metadata"].get("generation"),
-                "replicas": pods_by_set[name] + created,
-                "readyReplicas": ready_by_set[name],
-                "selector": slurmd_selector(snap.observed.bundle.cluster, name),
-                "nodes": counts,
-                "gpus": gpus,
-            },
-        )
+        status = {
+            "observedGeneration": obj["metadata"].get("generation"),
+            "replicas": pods_by_set[name] + created,
+            "readyReplicas": ready_by_set[name],
+            "selector": slurmd_selector(snap.observed.bundle.cluster, name),
+            "nodes": counts,
+            "gpus": gpus,
+        }
+        autoscaling = scaling_status(kube, snap, plan, name)
+        if autoscaling is not None:
+            status["autoscaling"] = autoscaling
+        kube.patch_status(API, "NodeSet", name, namespace, status)
 
 
 def _mirror_pod_conditions(kube: Kube, namespace: str, snap: Snapshot) -> None:

@@ -23,7 +23,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.apply import apply_plan, propagation_left, write_status
-from slurmkube.controllers.observe import observe
+from slurmkube.controllers.observe import observe, slurm_fingerprint
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.render.cluster import plan_cluster
@@ -32,6 +32,10 @@ from slurmkube.topology.fleet import node_fingerprint
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
+# Slurm's power-saving decisions are no Kubernetes event: while a NodeSet
+# autoscales, Slurm's nodes are read this often (one REST call), and the
+# cluster reconciled when they changed.
+AUTOSCALE_POLL_SECONDS = float(os.environ.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS", "2"))
 
 
 @dataclass
@@ -46,6 +50,9 @@ class _OperatorState:
     wake: dict[tuple[str, str], float] = field(default_factory=dict)
     # Per Node: node_fingerprint of the last event that marked clusters dirty.
     nodes: dict[str, int] = field(default_factory=dict)
+    # Autoscaled clusters: when to look at Slurm's nodes next, and what they were.
+    poll: dict[tuple[str, str], float] = field(default_factory=dict)
+    fingerprints: dict[tuple[str, str], int | None] = field(default_factory=dict)
 
 
 State = _OperatorState()
@@ -151,7 +158,8 @@ async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
     if woken:
         del State.wake[key]
     due = woken or now - State.last[key] > RESYNC_SECONDS
-    if key not in State.dirty and not due:
+    polled = now >= State.poll.get(key, float("inf"))
+    if key not in State.dirty and not due and not polled:
         return
     if State.lease is None or not State.lease.is_leader:
         return
@@ -159,9 +167,20 @@ async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
     if lock.locked():
         return
     async with lock:
+        if polled and key not in State.dirty and not due:
+            State.poll[key] = now + AUTOSCALE_POLL_SECONDS
+            if not await asyncio.to_thread(_slurm_changed, *key):
+                return
         State.dirty.discard(key)
         State.last[key] = time.monotonic()
         await asyncio.to_thread(reconcile, *key)
+
+
+def _slurm_changed(namespace: str, name: str) -> bool:
+    fingerprint = slurm_fingerprint(_kube(), namespace, name)
+    before = State.fingerprints.get((namespace, name))
+    State.fingerprints[(namespace, name)] = fingerprint
+    return fingerprint is None or fingerprint != before
 
 
 def reconcile(namespace: str, name: str) -> None:
@@ -178,9 +197,16 @@ def reconcile(namespace: str, name: str) -> None:
     except Exception:
         metrics.RECONCILE_ERRORS.labels(name).inc()
         raise
+    wake = []
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
-        State.wake[(namespace, name)] = time.monotonic() + propagation_left(namespace, name)
+        wake.append(propagation_left(namespace, name))
+    if wake:
+        State.wake[(namespace, name)] = time.monotonic() + min(wake)
+    if plan.scaling:
+        State.poll[(namespace, name)] = time.monotonic() + AUTOSCALE_POLL_SECONDS
+    else:
+        State.poll.pop((namespace, name), None)
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
         namespace,

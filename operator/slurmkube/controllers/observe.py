@@ -16,8 +16,9 @@ from pydantic import ValidationError
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
-from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
+from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster
 from slurmkube.kube.client import Kube, Manifest
+from slurmkube.render import autoscale
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
 from slurmkube.render.kubernetes import auth_secret, deployment_context, names_of
 from slurmkube.render.slurmdbd import DatabaseCredentials
@@ -70,7 +71,22 @@ def slurm_view(node: Node) -> SlurmNodeView:
         state=_state_class(node),
         gpus=node.gpus,
         gpus_allocated=node.gpus_allocated,
+        power=_power(node),
+        down=bool({"DOWN", "FAIL"} & node.state),
     )
+
+
+def _power(node: Node) -> str:
+    """Where power saving has the node, from slurmrestd's state flags (slurm.conf(5))."""
+    if "POWERED_DOWN" in node.state:
+        return autoscale.SUSPENDED
+    if "POWERING_DOWN" in node.state:
+        return autoscale.SUSPENDING
+    if "POWERING_UP" in node.state:
+        return autoscale.RESUMING
+    if "POWER_DOWN" in node.state:
+        return autoscale.POWER_DOWN_REQUESTED
+    return autoscale.UP
 
 
 def _state_class(node: Node) -> str:
@@ -171,6 +187,8 @@ class Snapshot:
     observed: Observed
     slurm: RestClient | None
     slurm_error: str
+    # GPUs pending jobs ask for, per partition (read only while a NodeSet autoscales).
+    pending_gpus: dict[str, int] | None = None
 
 
 def _node_set(raw: Manifest) -> NodeSet:
@@ -180,7 +198,11 @@ def _node_set(raw: Manifest) -> NodeSet:
     if raw["metadata"].get("deletionTimestamp"):
         # Leaving: its slurmd pods are drained and removed like a scale to zero.
         node_set = node_set.model_copy(
-            update={"spec": node_set.spec.model_copy(update={"replicas": 0})}
+            update={
+                "spec": node_set.spec.model_copy(
+                    update={"replicas": 0, "autoscaling": AutoscalingSpec()}
+                )
+            }
         )
     return node_set
 
@@ -218,9 +240,12 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
     slurm = slurm_client(kube, cluster)
     slurm_nodes: dict[str, SlurmNodeView] | None = None
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
+    pending: dict[str, int] | None = None
     if slurm is not None:
         try:
             slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
+            if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):
+                pending = _pending_gpus(slurm)
         except SlurmError as err:
             error = str(err)
     return Snapshot(
@@ -236,6 +261,7 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
         ),
         slurm=slurm,
         slurm_error=error,
+        pending_gpus=pending,
     )
 
 
@@ -254,6 +280,34 @@ def _database_credentials(
     return DatabaseCredentials(
         user.decode(errors="replace").strip(), password.decode(errors="replace").strip()
     )
+
+
+def _pending_gpus(slurm: RestClient) -> dict[str, int]:
+    """A job pending in several partitions (`-p a,b`) counts in each."""
+    demand: dict[str, int] = {}
+    for job in slurm.list_jobs({"PENDING"}):
+        for partition in filter(None, job.partition.split(",")):
+            demand[partition] = demand.get(partition, 0) + job.gpus_requested
+    return dict(sorted(demand.items()))
+
+
+def slurm_fingerprint(kube: Kube, namespace: str, name: str) -> int | None:
+    """A cheap summary of Slurm's nodes (one REST call): a reconcile is needed when it
+    changes. None when it cannot be read (then reconcile anyway)."""
+    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
+    if cluster_obj is None:
+        return None
+    cluster = SlurmCluster.model_validate(
+        {k: cluster_obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    )
+    slurm = slurm_client(kube, cluster)
+    if slurm is None:
+        return None
+    try:
+        nodes = slurm.list_nodes()
+    except SlurmError:
+        return None
+    return hash(tuple(sorted((n.name, n.state, n.reason) for n in nodes)))
 
 
 def _pod_view(pod: dict[str, Any]) -> PodView:

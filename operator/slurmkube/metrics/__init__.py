@@ -113,6 +113,32 @@ CHECK_ANSWERS = Counter(
     ["check", "state"],
     registry=REGISTRY,
 )
+AUTOSCALING_NODES = Gauge(
+    "slurmkube_autoscaling_nodes",
+    "Nodes of autoscaled NodeSets by power state (up, resuming, suspending, suspended, "
+    "held, failed).",
+    ["cluster", "node_set", "state"],
+    registry=REGISTRY,
+)
+PENDING_GPUS = Gauge(
+    "slurmkube_pending_gpus",
+    "GPUs requested by pending Slurm jobs, per partition.",
+    ["cluster", "partition"],
+    registry=REGISTRY,
+)
+RESUME_SECONDS = Histogram(
+    "slurmkube_resume_duration_seconds",
+    "From the operator first seeing a node POWERING_UP to its slurmd registered.",
+    ["cluster", "node_set"],
+    buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+    registry=REGISTRY,
+)
+RESUME_FAILURES = Counter(
+    "slurmkube_resume_failures_total",
+    "Resumes Slurm gave up on (ResumeTimeout reached: node DOWN, jobs requeued).",
+    ["cluster", "node_set"],
+    registry=REGISTRY,
+)
 
 
 def serve(port: int) -> None:

@@ -21,6 +21,13 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import SlurmCluster
+from slurmkube.render.autoscale import (
+    RESUMING,
+    Scaling,
+    hold_undeployed,
+    plan_scaling,
+    removable,
+)
 from slurmkube.render.config import SlurmConfig, plan_config
 from slurmkube.render.files import RenderedConfig, render_files
 from slurmkube.render.kubernetes import (
@@ -59,6 +66,9 @@ class SlurmNodeView:
     state: str = "idle"
     gpus: int = 0
     gpus_allocated: int = 0
+    # Where Slurm's power saving has the node (render.autoscale.POWER_STATES).
+    power: str = "up"
+    down: bool = False  # DOWN or FAIL: Slurm will not schedule there
 
     @property
     def drained_by_us(self) -> bool:
@@ -120,6 +130,10 @@ class Plan:
     kueue_objects: tuple[Manifest, ...] = ()
     # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
     topology_summary: str = ""
+    # Autoscaled NodeSets (render.autoscale): what Slurm is asked to do, per NodeSet.
+    scaling: Mapping[str, Scaling] = field(default_factory=dict)
+    # Powered-down nodes of NodeSets driven by `replicas`, held while power saving is on.
+    hold: Mapping[str, str] = field(default_factory=dict)
 
 
 DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
@@ -163,16 +177,29 @@ def plan_cluster(observed: Observed) -> Plan:
     desired: dict[str, tuple[str, ...]] = {}
     wanted_pods: dict[str, Manifest] = {}
     rollouts: list[Rollout] = []
+    scaling = _plan_scaling(observed, config.members, config.topology)
+    hold: dict[str, str] = {}
     for ns in bundle.node_sets:
-        nodes = desired_slurmd_nodes(ns, config.members[ns.metadata.name], observed.unavailable)
-        desired[ns.metadata.name] = tuple(nodes)
+        name = ns.metadata.name
+        if name in scaling:
+            nodes = list(scaling[name].pods)
+            # Resuming nodes are on their way: Ready waits for the registered ones only.
+            views = observed.slurm_nodes or {}
+            desired[name] = tuple(n for n in nodes if _power(views.get(n)) != RESUMING)
+        else:
+            nodes = desired_slurmd_nodes(ns, config.members[name], observed.unavailable)
+            desired[name] = tuple(nodes)
+            if scaling:
+                hold |= hold_undeployed(config.members[name], nodes, observed.slurm_nodes)
         wanted_here = {}
         for node in nodes:
             pod = slurmd_pod(cluster, ns, node, gpus.get(node, 0), rendered.hash)
             wanted_here[pod["metadata"]["name"]] = pod
         wanted_pods |= wanted_here
-        pods_here = [p for p in observed.pods if p.node_set == ns.metadata.name]
-        rollouts.append(plan_rollout(ns, pods_here, wanted_here, observed.slurm_nodes))
+        if name not in scaling:
+            # Autoscaled pods are replaced as Slurm suspends and resumes their nodes.
+            pods_here = [p for p in observed.pods if p.node_set == name]
+            rollouts.append(plan_rollout(ns, pods_here, wanted_here, observed.slurm_nodes))
 
     existing = {p.name: p for p in observed.pods}
     create = tuple(m for name, m in sorted(wanted_pods.items()) if name not in existing)
@@ -184,7 +211,11 @@ def plan_cluster(observed: Observed) -> Plan:
         if observed.slurm_nodes is None:
             continue  # cannot tell whether a job runs there: keep the pod
         state = observed.slurm_nodes.get(view.node)
-        if state is None or not state.responding:
+        if view.node_set in scaling:
+            # Slurm powers the node down itself (idle only); its pod goes after.
+            if removable(state):
+                delete.append(view.name)
+        elif state is None or not state.responding:
             delete.append(view.name)  # Slurm runs nothing on a node it does not reach
         elif not state.drain:
             drain.append(view.node)
@@ -206,6 +237,8 @@ def plan_cluster(observed: Observed) -> Plan:
         conditions=_topology_conditions(config.topology),
         kueue_objects=_kueue_objects(bundle),
         topology_summary=_topology_summary(config, rendered),
+        scaling=scaling,
+        hold=hold,
     )
 
 
@@ -240,6 +273,29 @@ def _accounting_objects(
         slurmdbd_deployment(cluster, conf_hash),
         slurmdbd_service(cluster),
     ]
+
+
+def _power(view: SlurmNodeView | None) -> str:
+    return "" if view is None else view.power
+
+
+def _plan_scaling(
+    observed: Observed, members: Mapping[str, Sequence[str]], topology: FleetTopology
+) -> dict[str, Scaling]:
+    blocks: dict[str, str] = {n: b.name for b in topology.blocks for n in b.nodes}
+    with_pod = {p.node for p in observed.pods if not p.deleting}
+    return {
+        ns.metadata.name: plan_scaling(
+            ns.spec.autoscaling,
+            members[ns.metadata.name],
+            observed.slurm_nodes,
+            observed.unavailable,
+            blocks=blocks,
+            with_pod=with_pod,
+        )
+        for ns in observed.bundle.node_sets
+        if ns.spec.autoscaling.enabled
+    }
 
 
 def kueue_name(bundle: ClusterBundle) -> str:

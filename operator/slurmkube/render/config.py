@@ -72,6 +72,19 @@ class PartitionLine:
 
 
 @dataclass(frozen=True, slots=True)
+class PowerSaving:
+    """slurm.conf(5) power saving, on while any NodeSet is autoscaled (render.autoscale)."""
+
+    program: SlurmToken
+    suspend_time: int
+    suspend_timeout: int
+    resume_timeout: int
+    # Nodes Slurm must never power down: every node of a NodeSet driven by
+    # `replicas`, and `<nodes>:<minNodes>` per autoscaled NodeSet.
+    exclude: SlurmToken | None
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmConfig:
     version: SlurmToken
     cluster_name: SlurmToken
@@ -95,6 +108,7 @@ class SlurmConfig:
     extra: tuple[SlurmToken, ...]
     topology: FleetTopology
     members: dict[str, tuple[SlurmToken, ...]]
+    power: PowerSaving | None = None
 
 
 _TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
@@ -243,6 +257,46 @@ def _partitions(
     return tuple(lines)
 
 
+def _power_saving(
+    node_sets: Sequence[NodeSet], members: dict[str, list[FleetNode]], ctx: RenderContext
+) -> PowerSaving | None:
+    scaled = [ns for ns in node_sets if ns.spec.autoscaling.enabled]
+    if not scaled:
+        return None
+    fixed = [
+        n.name
+        for ns in node_sets
+        if not ns.spec.autoscaling.enabled
+        for n in members[ns.metadata.name]
+    ]
+    counted: list[SlurmToken] = []
+    for ns in scaled:
+        names = [n.name for n in members[ns.metadata.name]]
+        minimum = min(ns.spec.autoscaling.min_nodes, len(names))
+        if not minimum:
+            continue
+        nodes = hostlist(names)
+        # Slurm splits a counted SuspendExcNodes at every comma (power_save.c
+        # _parse_exc_nodes), so a counted set must be one comma-free range.
+        if "," in nodes:
+            raise InvalidValue(
+                f"NodeSet {ns.metadata.name} spec.autoscaling.minNodes",
+                str(minimum),
+                f"0, or a NodeSet whose node names form one range (they compress to {nodes})",
+            )
+        counted.append(SlurmToken(f"{nodes}:{minimum}"))
+    # With counts, every comma separates sets, so fixed nodes are listed one by one.
+    parts = [*fixed, *counted] if counted else ([hostlist(fixed)] if fixed else [])
+    spec = [ns.spec.autoscaling for ns in scaled]
+    return PowerSaving(
+        program=grammar.file_path(ctx.power_program, "context.power_program"),
+        suspend_time=min(a.suspend_time_seconds for a in spec),
+        suspend_timeout=max(a.suspend_timeout_seconds for a in spec),
+        resume_timeout=max(a.resume_timeout_seconds for a in spec),
+        exclude=grammar.joined(parts) if parts else None,
+    )
+
+
 def _optional(
     validator: Callable[[object, str], SlurmToken], value: str | None, where: str
 ) -> SlurmToken | None:
@@ -310,4 +364,5 @@ def plan_config(
         ),
         topology=build_topology(in_node_sets, spec.topology),
         members={name: tuple(n.name for n in nodes) for name, nodes in members.items()},
+        power=_power_saving(bundle.node_sets, members, ctx),
     )

@@ -35,3 +35,6 @@ class RenderContext:
     # slurmdbd's address (AccountingStorageHost); None: no accounting.
     accounting_host: str | None = None
     accounting_port: int = 6819
+    # ResumeProgram/SuspendProgram of autoscaled NodeSets: the operator follows
+    # Slurm's node states (render.autoscale), so the programs only have to exit 0.
+    power_program: str = "/bin/true"

@@ -476,6 +476,11 @@ def slurmd_pod(
             node,
             "--conf-server",
             f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}",
+            # A resumed node must look booted after slurmctld asked for it, or
+            # its registration is ignored ("Still waiting for boot", node_mgr.c
+            # waiting_for_node_boot): a pod reports the host's uptime, so slurmd
+            # -b reports its own start as the boot time instead.
+            *(["-b"] if node_set.spec.autoscaling.enabled else []),
         ],
         [("slurmd", wk.SLURMD_PORT)],
     )

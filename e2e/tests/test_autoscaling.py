@@ -1,0 +1,234 @@
+"""Autoscaling from Slurm's demand, with the real daemons on the local runtime's nodes.
+
+A NodeSet of the eight local nodes (two NVLink blocks of four) starts at zero
+slurmd pods. Slurm's power saving picks the nodes for each job; the operator
+creates their pods, and removes them once Slurm powers idle nodes down. A
+node lent to Kueue is never resumed, a burst stays within maxNodes, and a
+resume whose pod cannot start ends with the node DOWN, a Warning event and
+the job requeued. Short power-saving times keep the module near three minutes.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes.dynamic.exceptions import DynamicApiError
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator_cluster import (
+    API,
+    TOLERATE,
+    autoscaled_docs,
+    in_ctld,
+    job_state,
+    ready_cluster,
+    wait_job,
+)
+from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
+
+pytestmark = pytest.mark.e2e
+
+LEASE = "slurmkube.io/lease"
+LENT = "local-1"
+BLOCKED = "local-3"
+SLURMD = "app.kubernetes.io/name=slurmd"
+
+
+def wait_autoscaling(
+    kube: Kube, namespace: str, check: Callable[[dict[str, Any]], bool], timeout: float
+) -> None:
+    """Until the NodeSet's status.autoscaling passes `check`."""
+    wait_for(
+        kube,
+        API,
+        "NodeSet",
+        "local",
+        lambda o: check((o.get("status") or {}).get("autoscaling") or {}),
+        namespace=namespace,
+        timeout=timeout,
+    )
+
+
+def slurmd_nodes(kube: Kube, namespace: str) -> set[str]:
+    pods = kube.list("v1", "Pod", namespace=namespace, label_selector=SLURMD)
+    return {p["metadata"]["labels"]["slurmkube.io/node"] for p in pods}
+
+
+def sinfo(namespace: str) -> dict[str, tuple[str, str]]:
+    """node -> (state, reason), e.g. ("idle~", "none")."""
+    out = in_ctld(namespace, "sinfo", "-h", "-N", "-o", "%N|%T|%E")
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return {name: (state, reason) for name, state, reason in rows}
+
+
+def powered(namespace: str) -> set[str]:
+    """Nodes Slurm has powered up or powering up (sinfo's `~` marks powered down)."""
+    return {n for n, (state, _) in sinfo(namespace).items() if not state.endswith("~")}
+
+
+def states(namespace: str, jobs: list[str]) -> dict[str, tuple[str, str]]:
+    """job -> (state, nodes), finished jobs included (they stay listed for MinJobAge)."""
+    out = in_ctld(namespace, "squeue", "-h", "-t", "all", "-j", ",".join(jobs), "-o", "%i|%T|%N")
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return {job: (state, nodes) for job, state, nodes in rows}
+
+
+def restarts(namespace: str) -> dict[str, int]:
+    """job -> how often Slurm requeued it (`scontrol show job` keeps jobs for MinJobAge)."""
+    out = in_ctld(namespace, "scontrol", "-o", "show", "job")
+    return {
+        m.group(1): int(m.group(2)) for m in re.finditer(r"JobId=(\d+) .*? Restarts=(\d+)", out)
+    }
+
+
+def label_node(kube: Kube, name: str, labels: dict[str, Any]) -> None:
+    kube.patch("v1", "Node", name, {"metadata": {"labels": labels}})
+
+
+def gpu_hog(namespace: str, node: str) -> dict[str, Any]:
+    """A pod holding all of a node's GPUs: a slurmd pod there can never be scheduled."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gpu-hog", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": TOLERATE,
+            "containers": [
+                {
+                    "name": "hog",
+                    "image": "slurmkube/slurm:24.11.5",
+                    "command": ["sleep", "600"],
+                    "resources": {"limits": {"nvidia.com/gpu": "4"}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def slurm(kube: Kube, operator: None) -> Iterator[str]:
+    namespace = f"e2e-autoscaling-{secrets.token_hex(2)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    label_node(kube, LENT, {LEASE: "e2e-workload"})
+    try:
+        for doc in autoscaled_docs(namespace):
+            kube.apply(doc)
+        ready_cluster(kube, namespace)
+        yield namespace
+    finally:
+        label_node(kube, LENT, {LEASE: None})
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+
+
+def test_cluster_starts_at_zero_with_every_node_powered_down(kube: Kube, slurm: str) -> None:
+    assert slurmd_nodes(kube, slurm) == set()
+    states = sinfo(slurm)
+    assert len(states) == 8
+    # The lent node is held drained so Slurm never picks it; the rest wait as idle~.
+    assert states.pop(LENT)[1].startswith("slurmkube: not available to Slurm")
+    assert {s for s, _ in states.values()} == {"idle~"}
+
+
+def test_segment_job_resumes_exactly_one_whole_block_and_completes(kube: Kube, slurm: str) -> None:
+    job = in_ctld(
+        slurm, "sbatch", "--parsable", "-N4", "--segment=4", "--wrap", "srun hostname"
+    ).strip()
+    # local-1 is lent, so block local-[0-3] cannot hold the job: Slurm resumes the other.
+    nodes = wait_job(slurm, job, {"COMPLETED"}, timeout=120)
+    assert nodes == "local-[4-7]"
+    assert slurmd_nodes(kube, slurm) <= {"local-4", "local-5", "local-6", "local-7"}
+    assert LENT not in powered(slurm)
+    # After SuspendTime idle, Slurm powers them down and the operator removes the pods.
+    wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda pods: not pods,
+        namespace=slurm,
+        label_selector=SLURMD,
+        timeout=120,
+    )
+    wait_autoscaling(kube, slurm, lambda a: a.get("up") == 0 and a["suspending"] == 0, 60)
+    assert all(sinfo(slurm)[f"local-{i}"][0] == "idle~" for i in range(4, 8))
+    # Scale-down failed nothing and requeued nothing.
+    assert job_state(slurm, job)[0] == "COMPLETED"
+    assert restarts(slurm)[job] == 0
+
+
+def test_burst_resumes_no_more_than_max_nodes_and_no_more_than_needed(
+    kube: Kube, slurm: str
+) -> None:
+    kube.apply(autoscaled_docs(slurm, maxNodes=3, keepWholeBlocks=False)[1])
+    # Three nodes offered; the other four free ones are held drained meanwhile.
+    wait_autoscaling(kube, slurm, lambda a: a.get("held") == 5, 60)
+    jobs = [
+        in_ctld(slurm, "sbatch", "--parsable", "-n1", "--wrap", "sleep 5").strip()
+        for _ in range(20)
+    ]
+    most: set[str] = set()
+    deadline = time.monotonic() + 180
+    while any(state not in ("COMPLETED", "FAILED") for state, _ in states(slurm, jobs).values()):
+        assert time.monotonic() < deadline, states(slurm, jobs)
+        up = powered(slurm)
+        assert LENT not in up
+        most = up if len(up) > len(most) else most
+        time.sleep(1)
+    done = states(slurm, jobs)
+    ran = {nodes for _, nodes in done.values()}
+    assert {state for state, _ in done.values()} == {"COMPLETED"}
+    # 20 one-CPU jobs fit two 16-CPU nodes: Slurm packs them and resumes only those.
+    assert len(most) <= 2, most
+    assert ran <= most | {""}, (ran, most)
+    counts = restarts(slurm)
+    assert all(counts[j] == 0 for j in jobs)
+
+
+def test_failed_resume_marks_the_node_down_warns_and_requeues_the_job(
+    kube: Kube, slurm: str
+) -> None:
+    kube.apply(autoscaled_docs(slurm)[1])
+    kube.apply(gpu_hog(slurm, BLOCKED))
+    wait_for(
+        kube,
+        "v1",
+        "Pod",
+        "gpu-hog",
+        lambda p: p["status"].get("phase") == "Running",
+        namespace=slurm,
+        timeout=60,
+    )
+    job = in_ctld(slurm, "sbatch", "--parsable", "-N1", "-w", BLOCKED, "--wrap", "true").strip()
+    wait_autoscaling(kube, slurm, lambda a: BLOCKED in a.get("failedNodes", []), 90)
+    state, reason = sinfo(slurm)[BLOCKED]
+    assert state.startswith("down") and reason == "ResumeTimeout reached"
+    events = kube.list("v1", "Event", namespace=slurm)
+    warned = [e for e in events if e.get("reason") == "ResumeFailed" and e["type"] == "Warning"]
+    assert warned and BLOCKED in warned[0]["message"]
+    # Slurm requeued the job: pending again, not failed, not lost.
+    assert job_state(slurm, job)[0] == "PENDING"
+    assert restarts(slurm)[job] >= 1
+    wait_gone(kube, "v1", "Pod", f"local-{BLOCKED}", namespace=slurm, timeout=60)
+    in_ctld(slurm, "scancel", job)
+
+
+def test_scale_subresource_is_refused_while_slurm_drives_the_node_set(
+    kube: Kube, slurm: str
+) -> None:
+    """One mode wins, explicitly: HPA/KEDA get the API server's refusal, not a silent no-op."""
+    scale = kube.resource(API, "NodeSet").subresources["scale"]
+    with pytest.raises(DynamicApiError, match="exclude each other"):
+        scale.patch(
+            body={"spec": {"replicas": 2}},
+            name="local",
+            namespace=slurm,
+            content_type="application/merge-patch+json",
+        )
