@@ -19,7 +19,9 @@ from slurmkube_e2e.layout import Layout, Ports
 
 pytestmark = pytest.mark.e2e
 
-PORT_SHIFT = 100
+# Between the slots' port ranges (SLURMKUBE_SLOT shifts by 100 each), so the spare
+# cluster never collides with another checkout's cluster on this machine.
+PORT_SHIFT = 50
 
 
 def _shifted(ports: Ports) -> Ports:

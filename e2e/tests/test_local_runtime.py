@@ -396,10 +396,13 @@ def _pid_namespace(pid: int) -> str | None:
 def test_runtime_down_leaves_no_process_namespace_or_mount(kube: Kube, slurm_cluster: str) -> None:
     """Last in the module: stops the agent (with Slurm pods running) and starts it again."""
     layout = rt.RuntimeLayout.from_env()
+    # This runtime's sandboxes only: other checkouts on the machine run their own.
     pids = [
         int(p.name)
         for p in Path("/proc").iterdir()
-        if p.name.isdigit() and _cmdline_has(p, "slurmkube_runtime/init.py")
+        if p.name.isdigit()
+        and _cmdline_has(p, "slurmkube_runtime/init.py")
+        and _cmdline_has(p, str(layout.pods))
     ]
     assert pids, "expected running sandboxes before runtime down"
     # The sandboxes' PID namespaces: Slurm daemons in them are the pods' own (other
