@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from slurmkube_e2e import processes
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator_cluster import API, in_pod
+from slurmkube_e2e.operator import OPERATOR_ARGV
+from slurmkube_e2e.operator_cluster import API, in_pod, job_state
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 RELEASE = "slurmkube"
@@ -47,15 +47,7 @@ def _demo_dir(layout: Layout) -> Path:
 def _operator(layout: Layout, kubeconfig: Path) -> processes.Process:
     return processes.Process(
         name="slurmkube-operator",
-        argv=(
-            sys.executable,
-            "-m",
-            "slurmkube.cli",
-            "operator",
-            "--all-namespaces",
-            "--health-port",
-            "0",
-        ),
+        argv=OPERATOR_ARGV,
         pid_dir=layout.pids,
         log_dir=layout.logs,
         env=(
@@ -113,17 +105,10 @@ def _section(title: str, body: str) -> None:
     print(f"\n=== {title}\n{body.rstrip()}", flush=True)
 
 
-def _job(namespace: str, job: str) -> tuple[str, str]:
-    out = in_pod(namespace, CTLD_POD, "scontrol", "-o", "show", "job", job)
-    state = re.search(r"JobState=(\S+)", out)
-    nodes = re.search(r" NodeList=(\S+)", out)
-    return (state.group(1) if state else "?"), (nodes.group(1) if nodes else "")
-
-
 def _wait_job_done(job: str, timeout: float = 120) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
     while True:
-        state, nodes = _job(NAMESPACE, job)
+        state, nodes = job_state(NAMESPACE, job, CTLD_POD)
         if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
             return state, nodes
         if time.monotonic() > deadline:

@@ -12,6 +12,18 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+# The operator on the host, every namespace; no /healthz (tests and the demo run
+# several on one machine, and nothing probes them).
+OPERATOR_ARGV = (
+    sys.executable,
+    "-m",
+    "slurmkube.cli",
+    "operator",
+    "--all-namespaces",
+    "--health-port",
+    "0",
+)
+
 
 class OperatorProcess:
     def __init__(self, env: Mapping[str, str], log: Path, args: Sequence[str] = ()) -> None:
@@ -25,16 +37,7 @@ class OperatorProcess:
         assert self.proc is None or self.proc.poll() is not None, "operator already running"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "slurmkube.cli",
-                    "operator",
-                    "--all-namespaces",
-                    "--health-port",
-                    "0",
-                    *self.args,
-                ],
+                [*OPERATOR_ARGV, *self.args],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -97,8 +97,9 @@ def in_pod(namespace: str, pod: str, *argv: str) -> str:
     return proc.stdout
 
 
-def job_state(namespace: str, job: str) -> tuple[str, str]:
-    out = in_ctld(namespace, "scontrol", "-o", "show", "job", job)
+def job_state(namespace: str, job: str, ctld: str = "local-slurmctld-0") -> tuple[str, str]:
+    """(JobState, NodeList) as slurmctld reports them."""
+    out = in_pod(namespace, ctld, "scontrol", "-o", "show", "job", job)
     state = re.search(r"JobState=(\S+)", out)
     nodes = re.search(r" NodeList=(\S+)", out)
     return (state.group(1) if state else "?"), (nodes.group(1) if nodes else "")

@@ -54,6 +54,7 @@ FINALIZER: Final = f"{GROUP}/cleanup"
 SLURMCTLD_PORT: Final = 6817
 SLURMD_PORT: Final = 6818
 SLURMRESTD_PORT: Final = 6820
+SLURMDBD_PORT: Final = 6819
 
 # Paths inside the slurm image.
 CONFIG_DIR: Final = "/etc/slurm"

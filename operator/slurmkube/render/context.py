@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from slurmkube.api import well_known as wk
+
 
 @dataclass(frozen=True, slots=True)
 class RenderContext:
@@ -34,7 +36,7 @@ class RenderContext:
     config_overrides: bool = False
     # slurmdbd's address (AccountingStorageHost); None: no accounting.
     accounting_host: str | None = None
-    accounting_port: int = 6819
+    accounting_port: int = wk.SLURMDBD_PORT
     # ResumeProgram/SuspendProgram of autoscaled NodeSets: the operator follows
     # Slurm's node states (render.autoscale), so the programs only have to exit 0.
     power_program: str = "/bin/true"

@@ -304,17 +304,21 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
     }
 
 
-def restapi_service(cluster: SlurmCluster) -> Manifest:
-    names = names_of(cluster)
+def _service(cluster: SlurmCluster, name: str, component: str, port: tuple[str, int]) -> Manifest:
+    """A ClusterIP Service in front of one component's pods."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(cluster, names.restapi, "slurmrestd"),
+        "metadata": _meta(cluster, name, component),
         "spec": {
-            "selector": labels(cluster, "slurmrestd"),
-            "ports": [{"name": "http", "port": wk.SLURMRESTD_PORT}],
+            "selector": labels(cluster, component),
+            "ports": [{"name": port[0], "port": port[1]}],
         },
     }
+
+
+def restapi_service(cluster: SlurmCluster) -> Manifest:
+    return _service(cluster, names_of(cluster).restapi, "slurmrestd", ("http", wk.SLURMRESTD_PORT))
 
 
 # Where the slurmdbd pod keeps slurmdbd.conf: the Secret's copy is root's (or
@@ -337,7 +341,9 @@ def slurmdbd_secret(cluster: SlurmCluster, slurmdbd_conf: str) -> Manifest:
 def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
     """One slurmdbd (Recreate: two would both write to the database)."""
     names = names_of(cluster)
-    container = _container(cluster, "slurmdbd", ["slurmdbd", "-D"], [("slurmdbd", 6819)])
+    container = _container(
+        cluster, "slurmdbd", ["slurmdbd", "-D"], [("slurmdbd", wk.SLURMDBD_PORT)]
+    )
     # slurmdbd.conf is found next to SLURM_CONF (a path that need not exist);
     # the key comes from the shared volume.
     container["env"] = [
@@ -407,16 +413,7 @@ def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
 
 
 def slurmdbd_service(cluster: SlurmCluster) -> Manifest:
-    names = names_of(cluster)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(cluster, names.slurmdbd, "slurmdbd"),
-        "spec": {
-            "selector": labels(cluster, "slurmdbd"),
-            "ports": [{"name": "slurmdbd", "port": 6819}],
-        },
-    }
+    return _service(cluster, names_of(cluster).slurmdbd, "slurmdbd", ("slurmdbd", wk.SLURMDBD_PORT))
 
 
 def login_deployment(cluster: SlurmCluster) -> Manifest:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurmkube.api import grammar
+from slurmkube.api import well_known as wk
 from slurmkube.api.grammar import SlurmToken
 from slurmkube.api.models import SlurmCluster
 from slurmkube.render.templating import render_template
 
-SLURMDBD_PORT = 6819
+SLURMDBD_PORT = wk.SLURMDBD_PORT
 
 
 @dataclass(frozen=True, slots=True)
