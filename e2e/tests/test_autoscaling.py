@@ -3,7 +3,8 @@
 A NodeSet of the eight local nodes (two NVLink blocks of four) starts at zero
 slurmd pods. Slurm's power saving picks the nodes for each job; the operator
 creates their pods, and removes them once Slurm powers idle nodes down. A
-node lent to Kueue is never resumed, a burst stays within maxNodes, and a
+node Slurm may not have (cordoned; lent to Kueue goes the same way) is never
+resumed, a burst stays within maxNodes, and a
 resume whose pod cannot start ends with the node DOWN, a Warning event and
 the job requeued. Short power-saving times keep the module near three minutes.
 """
@@ -33,7 +34,9 @@ from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-LEASE = "slurmkube.io/lease"
+# A node Slurm may not have: cordoned here. A node lent to Kueue takes the same
+# path (observe's `unavailable`), but a lease label without a live Workload is
+# collected by the Kueue bridge at once, so the test cannot fake one.
 LENT = "local-1"
 BLOCKED = "local-3"
 SLURMD = "app.kubernetes.io/name=slurmd"
@@ -86,8 +89,8 @@ def restarts(namespace: str) -> dict[str, int]:
     }
 
 
-def label_node(kube: Kube, name: str, labels: dict[str, Any]) -> None:
-    kube.patch("v1", "Node", name, {"metadata": {"labels": labels}})
+def cordon(kube: Kube, name: str, on: bool) -> None:
+    kube.patch("v1", "Node", name, {"spec": {"unschedulable": on}})
 
 
 def gpu_hog(namespace: str, node: str) -> dict[str, Any]:
@@ -117,14 +120,14 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
     namespace = f"e2e-autoscaling-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    label_node(kube, LENT, {LEASE: "e2e-workload"})
+    cordon(kube, LENT, True)
     try:
         for doc in autoscaled_docs(namespace):
             kube.apply(doc)
         ready_cluster(kube, namespace)
         yield namespace
     finally:
-        label_node(kube, LENT, {LEASE: None})
+        cordon(kube, LENT, False)
         kube.delete("v1", "Namespace", namespace)
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
 
