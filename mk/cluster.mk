@@ -41,7 +41,7 @@ cluster-status: venv
 e2e-local: cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
 		$(PY) -m pytest e2e/tests -q $(E2E_PYTEST_ARGS) || rc=$$?; \
-	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(E2E_TOOL) down || rc=1; fi; \
+	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc
 
 e2e-kind: venv
