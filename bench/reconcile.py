@@ -141,7 +141,9 @@ def part_rss(
     kube: Kube, kubeconfig: Path, operator: OperatorProcess, watched: int
 ) -> dict[str, Any]:
     per_domain = 18
-    spec = fleet.FleetSpec(name=BENCH_FLEET, nvl_domains=-(-watched // per_domain))
+    spec = fleet.FleetSpec(
+        name=BENCH_FLEET, nvl_domains=-(-watched // per_domain), nodes_per_domain=per_domain
+    )
     started = time.monotonic()
     names = apply_fleet(kubeconfig, spec)
     wait_nodes_ready(kubeconfig, names, timeout=900)

@@ -313,7 +313,7 @@ def _observe_nodes(
             )
     domain = cluster.spec.topology.nvlink_domain_label
     views = []
-    for raw in kube.list("v1", "Node", None):
+    for raw in kube.iter_items("v1", "Node", None):
         meta = raw["metadata"]
         labels = meta.get("labels") or {}
         node_set = next((ns for ns in node_sets if ns.spec.node_selector.matches(labels)), None)

@@ -222,10 +222,12 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
     bundle = ClusterBundle(
         cluster, tuple(_node_set(node_set_objs[n]) for n in sorted(node_set_objs))
     )
-    raw_nodes = kube.list("v1", "Node", None)
-    fleet = [n for n in (FLEET.convert(raw) for raw in raw_nodes) if n is not None]
+    fleet: list[FleetNode] = []
     unavailable: dict[str, str] = {}
-    for raw in raw_nodes:
+    for raw in kube.iter_items("v1", "Node", None):
+        converted = FLEET.convert(raw)
+        if converted is not None:
+            fleet.append(converted)
         labels = raw["metadata"].get("labels") or {}
         if wk.LABEL_LEASE in labels:
             unavailable[raw["metadata"]["name"]] = (

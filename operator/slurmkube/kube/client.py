@@ -10,7 +10,7 @@ import base64
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kubernetes import client as k8s
@@ -79,6 +79,35 @@ class Kube:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         return items
+
+    def iter_items(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: str = "",
+        page_size: int = 500,
+    ) -> Iterator[Manifest]:
+        """Like `list`, one page at a time (limit/continue): a caller that keeps only
+        what it needs of each item never holds the whole list. 10,000 Nodes parsed at
+        once cost the operator hundreds of MB that Python does not give back."""
+        token: str | None = None
+        while True:
+            response = self._resource(api_version, kind).get(
+                namespace=namespace,
+                label_selector=label_selector or None,
+                limit=page_size,
+                _continue=token,
+                serialize=False,
+            )
+            page = json.loads(response.data)
+            for item in page["items"]:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                yield item
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None) -> None:
         with contextlib.suppress(NotFoundError):
