@@ -97,6 +97,19 @@ def in_pod(namespace: str, pod: str, *argv: str) -> str:
     return proc.stdout
 
 
+def pod_log(namespace: str, pod: str, container: str) -> str:
+    """A container's log on the local runtime (what `kubectl logs` does elsewhere)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurmkube_e2e", "logs", "-n", namespace, pod, "-c", container],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, f"logs {pod}/{container}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
 def job_state(namespace: str, job: str, ctld: str = "local-slurmctld-0") -> tuple[str, str]:
     """(JobState, NodeList) as slurmctld reports them."""
     out = in_pod(namespace, ctld, "scontrol", "-o", "show", "job", job)

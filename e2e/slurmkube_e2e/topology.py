@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 
 from slurmkube.slurm.hostlist import expand
-from slurmkube_e2e.operator_cluster import in_ctld
+from slurmkube.slurm.topology_text import TopologyRecord, parse_topology
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator_cluster import in_ctld, pod_log
 
 _BLOCK = re.compile(r"^\s*BlockName=(\S+)(?:\s.*)?\sNodes=(\S+)", re.MULTILINE)
 
@@ -24,6 +26,24 @@ def parse_blocks(text: str) -> dict[str, frozenset[str]]:
 def slurm_blocks(namespace: str) -> dict[str, frozenset[str]]:
     """The blocks slurmctld has in force (`scontrol show topology` in its pod)."""
     return parse_blocks(in_ctld(namespace, "scontrol", "show", "topology"))
+
+
+def slurm_topology(namespace: str) -> dict[str, TopologyRecord]:
+    """Every block or switch slurmctld has in force, with its nodes and switches."""
+    return parse_topology(in_ctld(namespace, "scontrol", "show", "topology"))
+
+
+def ctld_identity(kube: Kube, namespace: str) -> tuple[str, str]:
+    """(pod UID, slurmctld PID): both survive an in-place reconfigure."""
+    pod = kube.get("v1", "Pod", "local-slurmctld-0", namespace=namespace)
+    assert pod is not None
+    return pod["metadata"]["uid"], in_ctld(namespace, "pgrep", "-x", "slurmctld").strip()
+
+
+def reloads(namespace: str) -> int:
+    """How many `scontrol reconfigure` the slurmctld pod's config reloader has run."""
+    log = pod_log(namespace, "local-slurmctld-0", "config-reloader")
+    return log.count("reconfigured config-hash=")
 
 
 def block_of(blocks: dict[str, frozenset[str]], node: str) -> str | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from slurmkube_e2e.kube import Kube, Manifest
 
 POLL_SECONDS = 0.25
+T = TypeVar("T")
 
 
 class WaitTimeout(AssertionError):
@@ -179,3 +180,15 @@ def stays(
         if not check():
             raise AssertionError(f"expected {what} for {seconds:.0f}s\n" + describe_state())
         time.sleep(POLL_SECONDS)
+
+
+def eventually(what: str, get: Callable[[], T], done: Callable[[T], bool], timeout: float) -> T:
+    """Poll get() until done(value); on timeout fail with the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = get()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {value}")
+        time.sleep(1)

@@ -14,11 +14,10 @@ labels, and the test must move local nodes between domains.
 from __future__ import annotations
 
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -35,9 +34,10 @@ from slurmkube_e2e.operator_cluster import (
     ready_cluster,
     wait_job,
 )
-from slurmkube_e2e.topology import block_of, slurm_blocks
+from slurmkube_e2e.topology import block_of, ctld_identity, slurm_blocks
 from slurmkube_e2e.waiting import (
     condition,
+    eventually,
     has_condition,
     wait_for,
     wait_for_list,
@@ -52,7 +52,6 @@ REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 HOSTNAME = "kubernetes.io/hostname"
 # Two running slurmd nodes in each of the first two domains.
 LOCAL_DOMAINS = {"local-0": "nvl0", "local-1": "nvl0", "local-2": "nvl1", "local-3": "nvl1"}
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,18 +70,6 @@ class Fleet:
 
     def sim(self, domain: int, index: int) -> str:
         return f"{self.spec.name}-{domain:03d}-{index:02d}"
-
-
-def eventually(what: str, get: Callable[[], T], done: Callable[[T], bool], timeout: float) -> T:
-    """Poll get() until done(value); on timeout fail with the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = get()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {value}")
-        time.sleep(1)
 
 
 def cluster_docs(namespace: str, sim_fleet: str) -> list[Manifest]:
@@ -157,13 +144,6 @@ def wait_blocks(topo: Fleet) -> dict[str, frozenset[str]]:
         lambda blocks: blocks == expected,
         timeout=90,
     )
-
-
-def ctld_identity(kube: Kube, namespace: str) -> tuple[str, str]:
-    """(pod UID, slurmctld PID): both survive an in-place reconfigure."""
-    pod = kube.get("v1", "Pod", "local-slurmctld-0", namespace=namespace)
-    assert pod is not None
-    return pod["metadata"]["uid"], in_ctld(namespace, "pgrep", "-x", "slurmctld").strip()
 
 
 def topology_message(cluster: Manifest | None) -> str:

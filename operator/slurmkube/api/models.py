@@ -196,6 +196,10 @@ class TopologySpec(_Model):
     # Base block size (topology.conf(5) BlockSizes). Unset: the largest NVLink
     # domain. Smaller than the domain keeps spare nodes out of the base block.
     block_size: int | None = Field(None, ge=1, le=4096, alias="blockSize")
+    debounce_seconds: float = Field(1.0, ge=0, le=60, alias="debounceSeconds")
+    """How long Node and NodeSet changes must be quiet before the config is rebuilt
+    and applied: a burst of label changes costs one slurmctld reconfigure. A burst
+    that never goes quiet is applied every 5 x this."""
 
 
 class Toleration(_Model):

@@ -13,7 +13,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
-from slurmkube.controllers.observe import API, Snapshot
+from slurmkube.controllers.observe import API, Snapshot, scontrol_client
 from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling_status
 from slurmkube.kube.client import Kube
 from slurmkube.render.cluster import (
@@ -23,11 +23,18 @@ from slurmkube.render.cluster import (
     topology_applied,
     undrain_candidates,
 )
-from slurmkube.render.kubernetes import slurmd_selector
-from slurmkube.render.reconfigure import ConfigClock, advance, seconds_left
+from slurmkube.render.kubernetes import names_of, slurmd_selector
+from slurmkube.render.reconfigure import (
+    ConfigClock,
+    advance,
+    loaded_since,
+    seconds_left,
+    topology_shown,
+)
 from slurmkube.render.status import gpu_counts, node_counts, pod_condition_updates
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.topology_text import parse_topology
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,12 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         if message[:1024] not in said:
             kube.event(cluster_obj, "InvalidSpec", message, warning=True)
         return conditions
+    # Before the ConfigMap is written: a reconfigure that read the new files then
+    # happened after this instant, which is what `loaded_since` compares against.
+    key = (namespace, cluster_obj["metadata"]["name"])
+    _clocks[key] = advance(
+        _clocks.get(key), plan.rendered.hash, time.monotonic(), dt.datetime.now(dt.UTC)
+    )
     for obj in plan.objects:
         kube.apply(obj, owner=cluster_obj)
     for api_version, kind, name in plan.prune:
@@ -120,37 +133,79 @@ def _apply_kueue(kube: Kube, plan: Plan) -> Condition:
 
 
 # How long a changed ConfigMap may take to reach the slurmctld pod's volume
-# (render/reconfigure.py). `scontrol reconfigure` is issued once, after it.
-# Once, because each reconfigure re-executes slurmctld's internals, and a job
-# ending meanwhile was seen stuck in COMPLETING.
+# when nothing speeds it up (render/reconfigure.py). The pod's reloader
+# normally applies a change within a second or two; the operator reconfigures
+# itself only when Slurm still shows no sign of it after this window. Once,
+# because each reconfigure re-executes slurmctld's internals, and a job ending
+# meanwhile was seen stuck in COMPLETING.
 PROPAGATION_SECONDS = float(os.environ.get("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "90"))
+# While a change is pending, Slurm is asked this often whether it took.
+CONFIRM_EVERY_SECONDS = 1.0
 # Per (namespace, cluster): the hash the ConfigMap holds and since when. In
 # memory only: after an operator restart the whole window is waited again.
 _clocks: dict[tuple[str, str], ConfigClock] = {}
 
 
 def propagation_left(namespace: str, name: str) -> float:
-    """Seconds until the config last written for a cluster is reconfigured (0 when due)."""
+    """Seconds until the next look at a pending config (0 when due)."""
     clock = _clocks.get((namespace, name))
-    return 0.0 if clock is None else seconds_left(clock, time.monotonic(), PROPAGATION_SECONDS)
+    if clock is None:
+        return 0.0
+    return min(CONFIRM_EVERY_SECONDS, seconds_left(clock, time.monotonic(), PROPAGATION_SECONDS))
+
+
+def _deliver(kube: Kube, snap: Snapshot, wanted: str) -> None:
+    """Annotate the slurmctld pods with the hash: the kubelet then syncs their
+    volumes now, not at its next periodic sync (render/reloader.py)."""
+    cluster = snap.observed.bundle.cluster
+    namespace = snap.cluster_obj["metadata"]["namespace"]
+    controller = names_of(cluster).controller
+    # A pod not made yet mounts the new files when it is.
+    for ordinal in range(2 if cluster.spec.controller.backup else 1):
+        kube.annotate_pod(namespace, f"{controller}-{ordinal}", wk.ANNOTATION_CONFIG_HASH, wanted)
+
+
+def _shown_in_slurm(kube: Kube, snap: Snapshot, plan: Plan, clock: ConfigClock) -> bool:
+    """Evidence that slurmctld has the config in force (render/reconfigure.py)."""
+    assert plan.rendered is not None
+    scontrol = scontrol_client(kube, snap.observed.bundle.cluster)
+    if scontrol is None:
+        return False
+    try:
+        if not loaded_since(clock, scontrol.config_loaded_at()):
+            return False
+        rendered = parse_topology(plan.rendered.files.get("topology.conf", ""))
+        return topology_shown(rendered, scontrol.show_topology())
+    except SlurmError as err:
+        log.info("config check failed error=%s", err)
+        return False
 
 
 def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
-    """`scontrol reconfigure` (through slurmrestd) when the config hash changed; never a restart."""
+    """Deliver a changed config to slurmctld and confirm it took; reconfigure only as a backstop."""
     assert plan.rendered is not None
     meta = snap.cluster_obj["metadata"]
     status = snap.cluster_obj.get("status") or {}
     wanted = plan.rendered.hash
-    # apply_plan wrote the ConfigMap with `wanted` just before this.
     now = time.monotonic()
-    key = (meta["namespace"], meta["name"])
-    clock = _clocks[key] = advance(_clocks.get(key), wanted, now)
+    # apply_plan wrote the ConfigMap with `wanted`, and set this clock before.
+    clock = _clocks[(meta["namespace"], meta["name"])]
     if status.get("configHash") == wanted:
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
     if snap.slurm is None or snap.observed.slurm_nodes is None:
         return [
             Condition(
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
+            )
+        ]
+    _deliver(kube, snap, wanted)
+    if _shown_in_slurm(kube, snap, plan, clock):
+        return [
+            Condition(
+                "ConfigApplied",
+                True,
+                "Applied",
+                f"config {wanted[:12]} in force (slurmctld's reloader reconfigured)",
             )
         ]
     left = seconds_left(clock, now, PROPAGATION_SECONDS)
@@ -160,8 +215,11 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 "ConfigApplied",
                 False,
                 "Propagating",
-                f"config {wanted[:12]}: scontrol reconfigure in {left:.0f}s, once the "
-                "ConfigMap has reached the slurmctld pod",
+                # No countdown: a message that changes each reconcile is a status
+                # write, which is an event, which is another reconcile.
+                f"config {wanted[:12]}: delivered to the slurmctld pod, whose reloader "
+                "reconfigures when the files land; the operator reconfigures itself if "
+                f"Slurm does not show it {PROPAGATION_SECONDS:.0f}s after the change",
             )
         ]
     cluster = meta["name"]
@@ -171,7 +229,12 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         metrics.RECONFIGURES.labels(cluster, "failed").inc()
         return [Condition("ConfigApplied", False, "ReconfigureFailed", str(err))]
     metrics.RECONFIGURES.labels(cluster, "ok").inc()
-    kube.event(snap.cluster_obj, "Reconfigured", f"scontrol reconfigure for config {wanted[:12]}")
+    kube.event(
+        snap.cluster_obj,
+        "Reconfigured",
+        f"scontrol reconfigure for config {wanted[:12]}: Slurm did not show it "
+        f"{PROPAGATION_SECONDS:.0f}s after the ConfigMap changed",
+    )
     return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
 
 

@@ -2,9 +2,10 @@
 
 Handlers never branch on create vs update: any event on a SlurmCluster, one
 of its NodeSets, or a Node change the reconcile would see (labels, resources,
-readiness, cordon; not heartbeats) marks the cluster dirty; a 1 s timer per
-cluster runs the whole observe -> plan -> apply when dirty, and every 30 s
-anyway to catch drift. Many label changes inside one second cost one reconcile.
+readiness, cordon; not heartbeats) marks the cluster dirty; a timer per
+cluster runs the whole observe -> plan -> apply once the events have been
+quiet for `spec.topology.debounceSeconds` (topology/debounce.py), and every
+30 s anyway to catch drift. A burst of label changes costs one reconcile.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
+from slurmkube.api.models import TopologySpec
 from slurmkube.controllers.apply import apply_plan, propagation_left, write_status
 from slurmkube.controllers.observe import observe, slurm_fingerprint
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.render.cluster import plan_cluster
+from slurmkube.topology.debounce import Burst, extend, settled
 from slurmkube.topology.fleet import node_fingerprint
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
+DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 # Slurm's power-saving decisions are no Kubernetes event: while a NodeSet
 # autoscales, Slurm's nodes are read this often (one REST call), and the
 # cluster reconciled when they changed.
@@ -42,8 +46,8 @@ AUTOSCALE_POLL_SECONDS = float(os.environ.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS"
 class _OperatorState:
     kube: Kube | None = None
     lease: LeaderLease | None = None
-    # Clusters with an event since their last reconcile.
-    dirty: set[tuple[str, str]] = field(default_factory=set)
+    # Clusters with an event since their last reconcile, and when those came.
+    dirty: dict[tuple[str, str], Burst] = field(default_factory=dict)
     last: dict[tuple[str, str], float] = field(default_factory=dict)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # When a cluster wants its next reconcile anyway (a pending reconfigure).
@@ -56,6 +60,10 @@ class _OperatorState:
 
 
 State = _OperatorState()
+
+
+def _mark(key: tuple[str, str]) -> None:
+    State.dirty[key] = extend(State.dirty.get(key), time.monotonic())
 
 
 def _kube() -> Kube:
@@ -88,7 +96,7 @@ def cleanup(**_: Any) -> None:
 
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
 def cluster_event(namespace: str | None, name: str, **_: Any) -> None:
-    State.dirty.add((namespace or "default", name))
+    _mark((namespace or "default", name))
 
 
 @kopf.on.delete(GROUP, VERSION, "slurmclusters")
@@ -108,7 +116,7 @@ def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, "nodesets")
 def node_set_event(namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
     if spec.get("clusterRef"):
-        State.dirty.add((namespace or "default", str(spec["clusterRef"])))
+        _mark((namespace or "default", str(spec["clusterRef"])))
 
 
 @kopf.on.delete(GROUP, VERSION, "nodesets")
@@ -126,7 +134,7 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
         log.info("nodeset released namespace=%s nodeset=%s cluster_gone=true", namespace, name)
         return
-    State.dirty.add((namespace, cluster))
+    _mark((namespace, cluster))
     selector = f"{wk.LABEL_NODESET}={name},{wk.LABEL_NAME}=slurmd"
     left = _kube().list("v1", "Pod", namespace, selector)
     if left:
@@ -146,11 +154,12 @@ def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
             return
         State.nodes[name] = fingerprint
     for key in list(State.last):
-        State.dirty.add(key)
+        _mark(key)
 
 
-@kopf.timer(GROUP, VERSION, "slurmclusters", interval=1.0, sharp=False)
-async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
+# Fine enough for a debounce of a fraction of a second; each tick is a few dict reads.
+@kopf.timer(GROUP, VERSION, "slurmclusters", interval=0.2, sharp=False)
+async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> None:
     key = (namespace or "default", name)
     State.last.setdefault(key, 0.0)
     now = time.monotonic()
@@ -159,7 +168,10 @@ async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
         del State.wake[key]
     due = woken or now - State.last[key] > RESYNC_SECONDS
     polled = now >= State.poll.get(key, float("inf"))
-    if key not in State.dirty and not due and not polled:
+    burst = State.dirty.get(key)
+    quiet = float((spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS))
+    ready = burst is not None and settled(burst, now, quiet)
+    if not ready and not due and not polled:
         return
     if State.lease is None or not State.lease.is_leader:
         return
@@ -167,11 +179,12 @@ async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
     if lock.locked():
         return
     async with lock:
-        if polled and key not in State.dirty and not due:
+        if polled and not ready and not due:
             State.poll[key] = now + AUTOSCALE_POLL_SECONDS
             if not await asyncio.to_thread(_slurm_changed, *key):
                 return
-        State.dirty.discard(key)
+        # Events from here on belong to the next reconcile, which reads them.
+        State.dirty.pop(key, None)
         State.last[key] = time.monotonic()
         await asyncio.to_thread(reconcile, *key)
 

@@ -7,7 +7,7 @@ reconcile covers every AdmissionCheck whose controllerName is
 `slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
 name. Only the leader reconciles (the operator's Lease, `handlers.State`).
 
-Writes: the Slurm reservation (scontrol, `observe.reservation_writer`), the
+Writes: the Slurm reservation (scontrol, `observe.scontrol_client`), the
 `slurmkube.io/lease` label on Nodes, our entry of each Workload's
 `status.admissionChecks` and the AdmissionCheck's `Active` condition, both by
 server-side apply under our own field manager so Kueue's fields stay Kueue's.
@@ -33,7 +33,7 @@ from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpe
 from slurmkube.controllers import handlers
 from slurmkube.controllers.observe import (
     FLEET,
-    reservation_writer,
+    scontrol_client,
     slurm_client,
 )
 from slurmkube.kube.client import Kube, Manifest
@@ -256,7 +256,7 @@ def _reconcile_cluster(
     cluster = SlurmCluster.model_validate(
         {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
     )
-    writer = reservation_writer(kube, cluster)
+    writer = scontrol_client(kube, cluster)
     rest = slurm_client(kube, cluster, reservations=writer)
     nodes, reservations, reachable, error = _observe_nodes(kube, cluster, rest)
     world = LendingWorld(

@@ -20,6 +20,7 @@ from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluste
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.render import autoscale
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
+from slurmkube.render.config import TOPOLOGY_PLUGINS
 from slurmkube.render.kubernetes import auth_secret, deployment_context, names_of
 from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.render.status import POD_CONDITION
@@ -123,8 +124,9 @@ def slurm_client(
     )
 
 
-def reservation_writer(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
-    """scontrol for reservation writes, authenticated by a JWT (`slurmkube.slurm.jwt_cli`)."""
+def scontrol_client(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
+    """scontrol authenticated by a JWT (`slurmkube.slurm.jwt_cli`): the reservation
+    writes and the topology/config reads that 24.11's slurmrestd cannot do."""
     key = jwt_key(kube, cluster)
     if not key:
         return None
@@ -138,7 +140,11 @@ def reservation_writer(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
             return None
     prefix = os.environ.get("SLURMKUBE_SLURM_PREFIX")
     config = client_config(
-        cluster.slurm_cluster_name, names.controller_pod, address, wk.SLURMCTLD_PORT
+        cluster.slurm_cluster_name,
+        names.controller_pod,
+        address,
+        wk.SLURMCTLD_PORT,
+        TOPOLOGY_PLUGINS[cluster.spec.topology.plugin],
     )
     return jwt_cli_client(
         config=config,

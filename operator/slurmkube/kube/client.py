@@ -159,6 +159,17 @@ class Kube:
                 content_type="application/merge-patch+json",
             )
 
+    def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Set one annotation of a Pod (merge patch); a missing pod is left alone.
+        The same value again is a no-op for the API server: no new resourceVersion."""
+        with contextlib.suppress(NotFoundError):
+            self._resource("v1", "Pod").patch(
+                body={"metadata": {"annotations": {key: value}}},
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )
+
     def patch_pod_conditions(
         self, namespace: str, name: str, conditions: Sequence[Manifest]
     ) -> None:

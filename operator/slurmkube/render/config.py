@@ -111,7 +111,7 @@ class SlurmConfig:
     power: PowerSaving | None = None
 
 
-_TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
+TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
 
 
 def _membership(bundle: ClusterBundle, fleet: Sequence[FleetNode]) -> dict[str, list[FleetNode]]:
@@ -349,7 +349,7 @@ def plan_config(
         accounting_host=_optional(grammar.address, ctx.accounting_host, "context.accounting_host"),
         accounting_port=ctx.accounting_port,
         config_overrides=ctx.config_overrides,
-        topology_plugin=SlurmToken(_TOPOLOGY_PLUGINS[spec.topology.plugin]),
+        topology_plugin=SlurmToken(TOPOLOGY_PLUGINS[spec.topology.plugin]),
         backfill=backfill,
         scheduler_parameters=grammar.param_list(
             backfill.scheduler_parameters(), f"{where} spec.scheduler.backfill"

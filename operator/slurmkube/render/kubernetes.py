@@ -19,6 +19,7 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster
 from slurmkube.render.context import RenderContext
 from slurmkube.render.files import RenderedConfig
+from slurmkube.render.reloader import reloader_container, reloader_volume
 
 Manifest = dict[str, Any]
 
@@ -234,7 +235,7 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
         cluster, "slurmctld", ["slurmctld", "-D"], [("slurmctld", wk.SLURMCTLD_PORT)]
     )
     container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
-    volumes = [_slurm_etc(cluster)]
+    volumes = [_slurm_etc(cluster), reloader_volume()]
     claims: list[Manifest] = []
     if not spec.persistence.enabled:
         volumes.append({"name": names.state, "emptyDir": {}})
@@ -260,7 +261,7 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
             "template": {
                 "metadata": {"labels": labels(cluster, "slurmctld")},
                 "spec": {
-                    "containers": [container],
+                    "containers": [container, reloader_container(cluster.spec.image)],
                     "volumes": volumes,
                     "terminationGracePeriodSeconds": 60,
                     **_placement(cluster),

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,6 +47,7 @@ from slurmkube.slurm.parse import (
     reservations_from,
 )
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES
+from slurmkube.slurm.topology_text import TopologyRecord, parse_topology
 
 __all__ = ["CliClient", "classify_failure"]
 
@@ -62,6 +64,7 @@ _AUTH: Final = re.compile(
     r"Authentication credential expired",
     re.IGNORECASE,
 )
+_CONFIG_AS_OF: Final = re.compile(r"Configuration data as of (\S+)")
 _NOT_FOUND: Final = re.compile(
     r"\bnot found\b|Invalid node name specified|Invalid job id specified", re.IGNORECASE
 )
@@ -156,6 +159,19 @@ class CliClient:
 
     def reconfigure(self) -> None:
         self._run(["reconfigure"], "reconfigure")
+
+    def show_topology(self) -> dict[str, TopologyRecord]:
+        """The blocks/switches slurmctld has in force (no REST endpoint in 24.11)."""
+        return parse_topology(self._run(["show", "topology"], "show topology"))
+
+    def config_loaded_at(self) -> datetime:
+        """When slurmctld last read its files: `Configuration data as of` (a reconfigure
+        re-reads them), printed by this scontrol in UTC (TZ in `_env`)."""
+        out = self._run(["show", "config"], "show config")
+        found = _CONFIG_AS_OF.search(out)
+        if found is None:
+            raise SlurmError("scontrol show config printed no 'Configuration data as of'")
+        return datetime.fromisoformat(found.group(1)).replace(tzinfo=UTC)
 
     # --- nodes ---
     def list_nodes(self) -> tuple[Node, ...]:

@@ -26,18 +26,36 @@ from slurmkube.slurm.rest import JwtMinter
 __all__ = ["client_config", "jwt_cli_client"]
 
 
-def client_config(cluster_name: str, controller_host: str, controller_addr: str, port: int) -> str:
+# Those slurm.conf(5) TopologyPlugin takes; scontrol needs the cluster's one to
+# unpack `show topology` ("topology plugin 103 not active" otherwise).
+_TOPOLOGY_PLUGINS = frozenset(
+    {"topology/default", "topology/block", "topology/tree", "topology/flat"}
+)
+
+
+def client_config(
+    cluster_name: str,
+    controller_host: str,
+    controller_addr: str,
+    port: int,
+    topology_plugin: str = "topology/default",
+) -> str:
     """The slurm.conf a client needs to reach slurmctld (slurm.conf(5))."""
     name = grammar.cluster_name(cluster_name, "cluster name")
     host = grammar.hostname(controller_host, "slurmctld host")
     addr = grammar.hostname(controller_addr, "slurmctld address")
     if not 0 < port < 65536:
         raise grammar.InvalidValue("slurmctld port", str(port), "1-65535")
+    if topology_plugin not in _TOPOLOGY_PLUGINS:
+        raise grammar.InvalidValue(
+            "topology plugin", topology_plugin, ", ".join(sorted(_TOPOLOGY_PLUGINS))
+        )
     return (
         "# Written by slurmkube for its own scontrol calls; authentication is SLURM_JWT.\n"
         f"ClusterName={name}\n"
         f"SlurmctldHost={host}({addr})\n"
         f"SlurmctldPort={port}\n"
+        f"TopologyPlugin={topology_plugin}\n"
         # Overridden by SLURM_JWT (auth/jwt); named so a call without a token fails
         # the way any client of the cluster would.
         "AuthType=auth/slurm\n"

@@ -158,6 +158,8 @@ class PodWorker:
         self.finished = False  # sandbox torn down for good
         self.retry_at = 0.0
         self.volumes_at = 0.0
+        # The pod's annotations at the last volume sync: a change syncs at once.
+        self.volumes_for: Manifest = {}
         self.hosts = ""
         self.envs: dict[str, dict[str, str]] = {}
 
@@ -601,10 +603,15 @@ def _port(container: Manifest, port: int | str) -> int:
 
 
 def _sync_files(folder: Path, files: list[podspec.VolumeFile], gid: int | None = None) -> None:
-    """Make folder hold exactly files (atomic per file), as kubelet's AtomicWriter ends up."""
+    """Make folder hold exactly files (atomic per file), as kubelet's AtomicWriter ends up.
+
+    The kubelet swaps all files of a volume at once; here `config-hash` goes
+    last, so whoever sees a new hash (the slurmctld pod's config reloader)
+    finds the files it stands for already written.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     wanted = set()
-    for f in files:
+    for f in sorted(files, key=lambda f: f.path == "config-hash"):
         path = folder / f.path
         wanted.add(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -758,8 +765,14 @@ class Agent:
             w.try_start()
         if w.sandbox is not None:
             w.step()
-            if time.monotonic() - w.volumes_at > VOLUME_REFRESH_EVERY:
+            # Any pod update makes a kubelet sync the pod's volumes now
+            # (volumemanager ReprocessPod), not at its next periodic sync: the
+            # operator annotates slurmctld's pod with a new config hash for that.
+            annotations = w.meta.get("annotations") or {}
+            stale = time.monotonic() - w.volumes_at > VOLUME_REFRESH_EVERY
+            if stale or annotations != w.volumes_for:
                 w.volumes_at = time.monotonic()
+                w.volumes_for = annotations
                 with contextlib.suppress(SpecError):
                     w.materialise_volumes()
             w.refresh_hosts()

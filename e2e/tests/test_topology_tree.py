@@ -1,0 +1,167 @@
+"""topology/tree follows the fleet's network-tier labels (issue 6), on real slurmctld.
+
+Two leaf switches under one spine: local-0..1 and 4 simulated (kwok) nodes on
+leaf `la`, local-2..3 and 4 more on leaf `lb`. The local nodes run real slurmd
+and are the only partition, so jobs run there; the simulated ones are a
+NodeSet with zero replicas (State=CLOUD), in slurm.conf and topology.conf like
+any node. The tier labels are test keys (`spec.topology.tierLabels`), so the
+runtime's own labels on its nodes never fight the test's.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurmkube.slurm.topology_text import TopologyRecord
+from slurmkube_e2e import fleet
+from slurmkube_e2e.cluster import wait_nodes_ready
+from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.operator_cluster import (
+    API,
+    LOCAL,
+    docs,
+    in_ctld,
+    job_state,
+    ready_cluster,
+    wait_job,
+)
+from slurmkube_e2e.topology import ctld_identity, slurm_topology
+from slurmkube_e2e.waiting import condition, eventually, wait_for, wait_gone
+
+pytestmark = pytest.mark.e2e
+
+LEAF = "e2e.slurmkube.io/leaf"
+SPINE = "e2e.slurmkube.io/spine"
+HOSTNAME = "kubernetes.io/hostname"
+LOCAL_LEAVES = {"local-0": "la", "local-1": "la", "local-2": "lb", "local-3": "lb"}
+
+
+@dataclass(frozen=True)
+class Tree:
+    namespace: str
+    # Kubernetes node -> leaf label value, as the test set it.
+    leaves: dict[str, str]
+
+    def switches(self) -> dict[str, TopologyRecord]:
+        """What `scontrol show topology` should show: the leaves with their nodes, and
+        the spine with its leaves (Slurm also lists the spine's nodes; not compared)."""
+        below: dict[str, set[str]] = {}
+        for node, leaf in self.leaves.items():
+            below.setdefault(leaf, set()).add(node)
+        out = {leaf: TopologyRecord(frozenset(n), frozenset()) for leaf, n in below.items()}
+        out["s1"] = TopologyRecord(frozenset(), frozenset(below))
+        return out
+
+
+def shown_like(shown: dict[str, TopologyRecord], want: dict[str, TopologyRecord]) -> bool:
+    return all(
+        name in shown
+        and (not w.nodes or shown[name].nodes == w.nodes)
+        and shown[name].switches == w.switches
+        for name, w in want.items()
+    )
+
+
+def cluster_docs(namespace: str, sim_fleet: str) -> list[Manifest]:
+    cluster, local = docs(namespace, replicas=len(LOCAL_LEAVES))
+    cluster["spec"]["topology"] = {"plugin": "tree", "tierLabels": [LEAF, SPINE]}
+    cluster["spec"]["partitions"] = [{"name": "local", "nodeSets": ["local"], "default": True}]
+    local["spec"]["nodeSelector"] = {
+        "matchLabels": LOCAL,
+        "matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": sorted(LOCAL_LEAVES)}],
+    }
+    sim: dict[str, Any] = {
+        "apiVersion": API,
+        "kind": "NodeSet",
+        "metadata": {"name": "sim", "namespace": namespace},
+        "spec": {
+            "clusterRef": "local",
+            "nodeSelector": {"matchLabels": {fleet.FLEET_LABEL: sim_fleet}},
+            "replicas": 0,
+        },
+    }
+    return [cluster, local, sim]
+
+
+def label(kube: Kube, node: str, labels: dict[str, str | None]) -> None:
+    kube.patch("v1", "Node", node, {"metadata": {"labels": labels}})
+
+
+@pytest.fixture(scope="module")
+def tree(kube: Kube, kubeconfig: Path, operator: None) -> Iterator[Tree]:
+    suffix = secrets.token_hex(2)
+    namespace = f"e2e-tree-{suffix}"
+    spec = fleet.FleetSpec(name=f"tree-{suffix}", nvl_domains=2, nodes_per_domain=4)
+    sim_leaves = {n.name: ("la", "lb")[n.domain] for n in fleet.layout(spec)}
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    try:
+        for node in fleet.layout(spec):
+            manifest = fleet.node_manifest(spec, node)
+            manifest["metadata"]["labels"] |= {LEAF: sim_leaves[node.name], SPINE: "s1"}
+            kube.create(manifest)
+        wait_nodes_ready(kubeconfig, list(sim_leaves), timeout=120)
+        for node, leaf in LOCAL_LEAVES.items():
+            label(kube, node, {LEAF: leaf, SPINE: "s1"})
+        wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+        for doc in cluster_docs(namespace, spec.name):
+            kube.apply(doc)
+        ready_cluster(kube, namespace)
+        yield Tree(namespace, sim_leaves | LOCAL_LEAVES)
+    finally:
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        for node in fleet.layout(spec):
+            kube.delete("v1", "Node", node.name)
+        for node in LOCAL_LEAVES:
+            label(kube, node, {LEAF: None, SPINE: None})
+
+
+def wait_switches(tree: Tree) -> dict[str, TopologyRecord]:
+    want = tree.switches()
+    return eventually(
+        f"scontrol show topology to show switches {sorted(want)}",
+        lambda: slurm_topology(tree.namespace),
+        lambda shown: shown_like(shown, want),
+        timeout=90,
+    )
+
+
+def test_scontrol_shows_a_leaf_switch_per_label_value_under_one_spine(
+    kube: Kube, tree: Tree
+) -> None:
+    shown = wait_switches(tree)
+    assert shown["s1"].switches == {"la", "lb"}
+    assert {"local-0", "local-1"} < shown["la"].nodes and len(shown["la"].nodes) == 6
+    cluster = kube.get(API, "SlurmCluster", "local", namespace=tree.namespace)
+    applied = condition(cluster, "TopologyApplied")
+    assert applied is not None and applied["status"] == "True"
+    assert "(topology/tree, 3 switches) in force" in applied["message"]
+
+
+def test_a_relabelled_node_moves_to_its_new_leaf_live_and_a_switches_job_follows(
+    kube: Kube, tree: Tree
+) -> None:
+    ns = tree.namespace
+    running = in_ctld(ns, "sbatch", "--parsable", "-w", "local-0", "--wrap", "sleep 600").strip()
+    wait_job(ns, running, {"RUNNING"})
+    before = ctld_identity(kube, ns)
+    label(kube, "local-1", {LEAF: "lb"})
+    tree.leaves["local-1"] = "lb"
+    shown = wait_switches(tree)
+    assert shown["lb"].nodes >= {"local-1", "local-2", "local-3"}
+    # In place: same pod, same slurmctld process, the job still running.
+    assert ctld_identity(kube, ns) == before
+    assert job_state(ns, running)[0] == "RUNNING"
+    # Three real nodes under one leaf exist only since the move. local-0 still has
+    # free CPUs (its job takes one), so a placement blind to the tree would take
+    # local-[0-2]; under one switch it must be local-[1-3].
+    job = in_ctld(ns, "sbatch", "--parsable", "-N3", "--switches=1", "--wrap", "srun hostname")
+    job = job.strip()
+    assert wait_job(ns, job, {"COMPLETED"}) == "local-[1-3]"
+    in_ctld(ns, "scancel", running)
