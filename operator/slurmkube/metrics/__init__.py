@@ -101,6 +101,12 @@ WAITING_WORKLOADS = Gauge(
     ["cluster"],
     registry=REGISTRY,
 )
+JOBS_REQUEUED = Counter(
+    "slurmkube_lending_jobs_requeued_total",
+    "Slurm jobs requeued to free nodes reserved for a Kueue workload (busyNodes Requeue).",
+    ["cluster", "check"],
+    registry=REGISTRY,
+)
 LEAKS_COLLECTED = Counter(
     "slurmkube_lending_leaks_collected_total",
     "Lease labels or reservations found without a Workload and removed.",
