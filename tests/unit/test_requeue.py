@@ -23,6 +23,8 @@ from slurmkube.lending import (
     judge_busy_nodes,
     plan_lending,
 )
+from slurmkube.render import plan_config, render_files
+from slurmkube.testing.builders import bundle, nvl_fleet
 from tests.unit.test_lending import CHECK, WorkloadBuilder, fleet, only_check, reservation, world
 
 THRESHOLD = 1000
@@ -269,3 +271,10 @@ def test_a_requeue_policy_reads_its_threshold_and_grace() -> None:
         30,
         3600,
     )
+
+
+def test_rendered_slurm_conf_keeps_batch_jobs_requeueable() -> None:
+    # slurm.conf(5) JobRequeue defaults to 1: sbatch jobs may be requeued unless
+    # submitted with --no-requeue. slurmkube never sets it (an admin's extraConfig may).
+    slurm_conf = render_files(plan_config(bundle(), nvl_fleet(1, 2))).files["slurm.conf"]
+    assert "JobRequeue=" not in slurm_conf
