@@ -363,6 +363,39 @@ def restarts(namespace: str, job: str) -> int:
     return int(found.group(1))
 
 
+def admitted_once_the_slurm_job_ends(
+    kube: Kube, namespace: str, job: str, slurm_job: str
+) -> Manifest:
+    """The Slurm job keeps running and the Job's workload waits; once the Slurm job
+    completes on its own (never killed), the workload is admitted."""
+    stays(
+        lambda: (
+            job_state(namespace, slurm_job)[0] == "RUNNING"
+            and not has_condition(workload_of(kube, namespace, job), "Admitted")
+        ),
+        seconds=5,
+        what=f"Slurm job {slurm_job} running and the workload of {job} waiting",
+        describe_state=lambda: str(job_state(namespace, slurm_job)),
+    )
+    wait_job(namespace, slurm_job, {"COMPLETED"}, timeout=60)
+    return wait_workload(kube, namespace, job, lambda w: has_condition(w, "Admitted"), timeout=90)
+
+
+def completed_and_returned(
+    kube: Kube, namespace: str, job: str, uid: str, nodes: list[str]
+) -> None:
+    wait_for(
+        kube,
+        "batch/v1",
+        "Job",
+        job,
+        lambda j: has_condition(j, "Complete"),
+        namespace=namespace,
+        timeout=90,
+    )
+    wait_returned(kube, namespace, uid, nodes)
+
+
 def events_of(kube: Kube, namespace: str, w: Manifest, reason: str) -> list[str]:
     return [
         e["message"]
@@ -451,28 +484,9 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     uid = pending["metadata"]["uid"]
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and LENDERS[3] in reserved
-    stays(
-        lambda: (
-            job_state(ns, slurm_job)[0] == "RUNNING"
-            and not has_condition(workload_of(kube, ns, "waits"), "Admitted")
-        ),
-        seconds=5,
-        what="the Slurm job running and the workload waiting",
-        describe_state=lambda: str(job_state(ns, slurm_job)),
-    )
-    wait_job(ns, slurm_job, {"COMPLETED"}, timeout=60)
-    wait_workload(kube, ns, "waits", lambda w: has_condition(w, "Admitted"), timeout=90)
+    admitted_once_the_slurm_job_ends(kube, ns, "waits", slurm_job)
     assert job_state(ns, slurm_job)[0] == "COMPLETED"
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "waits",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
-    wait_returned(kube, ns, uid, reserved)
+    completed_and_returned(kube, ns, "waits", uid, reserved)
 
 
 def test_requeue_frees_the_nodes_of_a_lower_priority_job_and_leaves_a_higher_one_running(
@@ -501,16 +515,7 @@ def test_requeue_frees_the_nodes_of_a_lower_priority_job_and_leaves_a_higher_one
     assert events_of(kube, ns, admitted, "SlurmJobRequeued") == [
         f"requeued job {low} (priority 100 < 1000) on node {', '.join(LENDERS[:2])}"
     ]
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "requeues",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
-    wait_returned(kube, ns, uid, LENDERS[:2])
+    completed_and_returned(kube, ns, "requeues", uid, LENDERS[:2])
     # Requeued, not failed: it starts again on its nodes once they are back (after the
     # BeginTime Slurm sets on a requeue: the credential lifetime, 2 minutes).
     wait_job(ns, low, {"RUNNING"}, timeout=240)
@@ -540,33 +545,11 @@ def test_requeue_waits_for_a_job_at_or_above_the_priority_and_never_requeues_it(
             f"job {protected} (priority 5000 >= 1000)"
             in check_entry(waiting, bridge.check)["message"]
         )
-        stays(
-            lambda: (
-                job_state(ns, protected)[0] == "RUNNING"
-                and not has_condition(workload_of(kube, ns, "protected"), "Admitted")
-            ),
-            seconds=5,
-            what="the protected Slurm job running and the workload waiting",
-            describe_state=lambda: str(job_state(ns, protected)),
-        )
-        wait_job(ns, protected, {"COMPLETED"}, timeout=60)
-        admitted = wait_workload(
-            kube, ns, "protected", lambda w: has_condition(w, "Admitted"), timeout=90
-        )
+        admitted = admitted_once_the_slurm_job_ends(kube, ns, "protected", protected)
     assert restarts(ns, protected) == 0
     assert events_of(kube, ns, admitted, "SlurmJobRequeued") == []
     uid = admitted["metadata"]["uid"]
-    reserved = leased_nodes(kube, uid)
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "protected",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
-    wait_returned(kube, ns, uid, reserved)
+    completed_and_returned(kube, ns, "protected", uid, leased_nodes(kube, uid))
 
 
 def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_returns_them(

@@ -2,7 +2,7 @@
 
 Any event on a Workload, an AdmissionCheck, a SlurmReservationCheck, a Node
 or a slurmd pod marks the bridge dirty; a loop reconciles within half a second when dirty and
-every `RESYNC_SECONDS` anyway (leak collection, WaitForIdle timeouts). One
+every `RESYNC_SECONDS` anyway (leak collection, busyNodes grace and timeouts). One
 reconcile covers every AdmissionCheck whose controllerName is
 `slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
 name. Only the leader reconciles (the operator's Lease, `handlers.State`).

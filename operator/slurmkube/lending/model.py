@@ -206,7 +206,7 @@ class Lend:
     label: tuple[str, ...] = ()  # nodes to label slurmkube.io/lease=<uid>
     check: CheckUpdate | None = None
     placed: str = ""  # the placement's explanation, when nodes were chosen now
-    waiting: bool = False  # the nodes still run Slurm jobs (WaitForIdle)
+    waiting: bool = False  # the nodes still run Slurm jobs (either busyNodes policy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,7 +97,7 @@ DRAIN_WAIT_SECONDS = Histogram(
 )
 WAITING_WORKLOADS = Gauge(
     "slurmkube_lending_waiting_workloads",
-    "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle).",
+    "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle or Requeue).",
     ["cluster"],
     registry=REGISTRY,
 )
