@@ -1,7 +1,8 @@
 """The Kueue bridge on real parts: Kueue admits a Job onto nodes the operator took from
 Slurm (real slurmctld and slurmd pods on local-0..3) through a Slurm reservation, and
-gives them back when the Job ends; busy nodes are waited for, never killed; a killed
-operator converges with nothing leaked.
+gives them back when the Job ends; busy nodes are waited for, never killed, or with
+busyNodes Requeue lower-priority jobs are requeued (PENDING again, never failed); a
+killed operator converges with nothing leaked.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -306,6 +308,107 @@ def check_entry(w: Manifest, check: str) -> Manifest:
     return next(e for e in w["status"]["admissionChecks"] if e["name"] == check)
 
 
+def check_says(w: Manifest, check: str, text: str) -> bool:
+    if not (w.get("status") or {}).get("admissionChecks"):
+        return False
+    return text in check_entry(w, check).get("message", "")
+
+
+@contextmanager
+def busy_nodes_policy(kube: Kube, bridge: Bridge, **policy: Any) -> Iterator[None]:
+    """The module's check with another busyNodes policy, WaitForIdle again afterwards."""
+    kube.patch(API, "SlurmReservationCheck", bridge.check, {"spec": {"busyNodes": policy}})
+    try:
+        yield
+    finally:
+        kube.patch(
+            API,
+            "SlurmReservationCheck",
+            bridge.check,
+            {
+                "spec": {
+                    "busyNodes": {
+                        "policy": "WaitForIdle",
+                        "graceSeconds": None,
+                        "requeueBelowPriority": None,
+                    }
+                }
+            },
+        )
+
+
+def sbatch_with_priority(namespace: str, nodes: list[str], priority: int, seconds: int) -> str:
+    """A requeueable batch job on exactly `nodes`, running, with a fixed Slurm priority
+    (an operator's `scontrol update Priority=`, which multifactor then leaves alone)."""
+    job = in_ctld(
+        namespace,
+        "sbatch",
+        "--parsable",
+        "--requeue",
+        f"-N{len(nodes)}",
+        "-w",
+        ",".join(nodes),
+        "--wrap",
+        f"sleep {seconds}",
+    ).strip()
+    wait_job(namespace, job, {"RUNNING"})
+    in_ctld(namespace, "scontrol", "update", f"JobId={job}", f"Priority={priority}")
+    return job
+
+
+def restarts(namespace: str, job: str) -> int:
+    out = in_ctld(namespace, "scontrol", "-o", "show", "job", job)
+    found = re.search(r" Restarts=(\d+)", out)
+    assert found, out
+    return int(found.group(1))
+
+
+def admitted_once_the_slurm_job_ends(
+    kube: Kube, namespace: str, job: str, slurm_job: str
+) -> Manifest:
+    """The Slurm job keeps running and the Job's workload waits; once the Slurm job
+    completes on its own (never killed), the workload is admitted."""
+    stays(
+        lambda: (
+            job_state(namespace, slurm_job)[0] == "RUNNING"
+            and not has_condition(workload_of(kube, namespace, job), "Admitted")
+        ),
+        seconds=5,
+        what=f"Slurm job {slurm_job} running and the workload of {job} waiting",
+        describe_state=lambda: str(job_state(namespace, slurm_job)),
+    )
+    wait_job(namespace, slurm_job, {"COMPLETED"}, timeout=60)
+    return wait_workload(kube, namespace, job, lambda w: has_condition(w, "Admitted"), timeout=90)
+
+
+def completed_and_returned(
+    kube: Kube, namespace: str, job: str, uid: str, nodes: list[str]
+) -> None:
+    wait_for(
+        kube,
+        "batch/v1",
+        "Job",
+        job,
+        lambda j: has_condition(j, "Complete"),
+        namespace=namespace,
+        timeout=90,
+    )
+    wait_returned(kube, namespace, uid, nodes)
+
+
+def events_of(kube: Kube, namespace: str, w: Manifest, reason: str) -> list[str]:
+    return [
+        e["message"]
+        for e in kube.list(
+            "v1",
+            "Event",
+            namespace=namespace,
+            field_selector=f"involvedObject.uid={w['metadata']['uid']}",
+        )
+        if e.get("reason") == reason
+    ]
+
+
 # --- tests -------------------------------------------------------------------------------
 
 
@@ -381,28 +484,72 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     uid = pending["metadata"]["uid"]
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and LENDERS[3] in reserved
-    stays(
-        lambda: (
-            job_state(ns, slurm_job)[0] == "RUNNING"
-            and not has_condition(workload_of(kube, ns, "waits"), "Admitted")
-        ),
-        seconds=5,
-        what="the Slurm job running and the workload waiting",
-        describe_state=lambda: str(job_state(ns, slurm_job)),
-    )
-    wait_job(ns, slurm_job, {"COMPLETED"}, timeout=60)
-    wait_workload(kube, ns, "waits", lambda w: has_condition(w, "Admitted"), timeout=90)
+    admitted_once_the_slurm_job_ends(kube, ns, "waits", slurm_job)
     assert job_state(ns, slurm_job)[0] == "COMPLETED"
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "waits",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
-    wait_returned(kube, ns, uid, reserved)
+    completed_and_returned(kube, ns, "waits", uid, reserved)
+
+
+def test_requeue_frees_the_nodes_of_a_lower_priority_job_and_leaves_a_higher_one_running(
+    kube: Kube, bridge: Bridge
+) -> None:
+    """Every lendable node is busy: the workload gets the nodes of the job below
+    requeueBelowPriority, which is requeued after the grace period (PENDING, Restarts
+    counted, never failed) and runs again once the nodes are back; the job above it
+    keeps running."""
+    ns = bridge.namespace
+    low = sbatch_with_priority(ns, LENDERS[:2], priority=100, seconds=600)
+    high = sbatch_with_priority(ns, LENDERS[2:], priority=5000, seconds=600)
+    with busy_nodes_policy(
+        kube, bridge, policy="Requeue", graceSeconds=5, requeueBelowPriority=1000
+    ):
+        kube.create(make_job("requeues", nodes=2, seconds=5), namespace=ns)
+        admitted = wait_workload(
+            kube, ns, "requeues", lambda w: has_condition(w, "Admitted"), timeout=120
+        )
+    uid = admitted["metadata"]["uid"]
+    assert leased_nodes(kube, uid) == LENDERS[:2]
+    # Requeued, not killed: PENDING again (after the moment it is COMPLETING), counted.
+    wait_job(ns, low, {"PENDING"}, timeout=30)
+    assert restarts(ns, low) == 1
+    assert job_state(ns, high)[0] == "RUNNING" and restarts(ns, high) == 0
+    assert events_of(kube, ns, admitted, "SlurmJobRequeued") == [
+        f"requeued job {low} (priority 100 < 1000) on node {', '.join(LENDERS[:2])}"
+    ]
+    completed_and_returned(kube, ns, "requeues", uid, LENDERS[:2])
+    # Requeued, not failed: it starts again on its nodes once they are back (after the
+    # BeginTime Slurm sets on a requeue: the credential lifetime, 2 minutes).
+    wait_job(ns, low, {"RUNNING"}, timeout=240)
+    assert restarts(ns, low) == 1
+    in_ctld(ns, "scancel", low, high)
+    wait_job(ns, low, {"CANCELLED"}, timeout=60)
+    wait_job(ns, high, {"CANCELLED"}, timeout=60)
+
+
+def test_requeue_waits_for_a_job_at_or_above_the_priority_and_never_requeues_it(
+    kube: Kube, bridge: Bridge
+) -> None:
+    ns = bridge.namespace
+    protected = sbatch_with_priority(ns, LENDERS, priority=5000, seconds=30)
+    with busy_nodes_policy(
+        kube, bridge, policy="Requeue", graceSeconds=0, requeueBelowPriority=1000
+    ):
+        kube.create(make_job("protected", nodes=2, seconds=5), namespace=ns)
+        waiting = wait_workload(
+            kube,
+            ns,
+            "protected",
+            lambda w: check_says(w, bridge.check, "is waited for"),
+            timeout=60,
+        )
+        assert (
+            f"job {protected} (priority 5000 >= 1000)"
+            in check_entry(waiting, bridge.check)["message"]
+        )
+        admitted = admitted_once_the_slurm_job_ends(kube, ns, "protected", protected)
+    assert restarts(ns, protected) == 0
+    assert events_of(kube, ns, admitted, "SlurmJobRequeued") == []
+    uid = admitted["metadata"]["uid"]
+    completed_and_returned(kube, ns, "protected", uid, leased_nodes(kube, uid))
 
 
 def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_returns_them(

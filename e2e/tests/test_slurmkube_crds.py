@@ -131,3 +131,58 @@ def test_node_set_scale_subresource(kube: Kube, slurmkube_crds: None, namespace:
     node_set = kube.get(API, "NodeSet", doc["metadata"]["name"], namespace=namespace)
     assert node_set is not None
     assert node_set["spec"]["replicas"] == 5
+
+
+def _reservation_check(busy_nodes: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "SlurmReservationCheck",
+        "metadata": {"name": "e2e-busy-nodes"},
+        "spec": {"clusterRef": {"namespace": "slurm", "name": "gpu"}, "busyNodes": busy_nodes},
+    }
+
+
+@pytest.mark.parametrize(
+    ("busy_nodes", "field", "message"),
+    [
+        (
+            {"policy": "WaitForIdle", "graceSeconds": 60},
+            "spec.busyNodes.policy",
+            "graceSeconds and requeueBelowPriority apply only to policy Requeue",
+        ),
+        (
+            {"policy": "Requeue"},
+            "spec.busyNodes.requeueBelowPriority",
+            "policy Requeue needs requeueBelowPriority",
+        ),
+        (
+            {
+                "policy": "Requeue",
+                "requeueBelowPriority": 1000,
+                "graceSeconds": 600,
+                "timeoutSeconds": 600,
+            },
+            "spec.busyNodes.graceSeconds",
+            "graceSeconds must be less than timeoutSeconds",
+        ),
+        ({"policy": "Preempt"}, "spec.busyNodes.policy", "Unsupported value"),
+    ],
+)
+def test_busy_node_policies_that_cannot_work_are_rejected_naming_the_field(
+    kube: Kube, slurmkube_crds: None, busy_nodes: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises((ApiException, DynamicApiError)) as err:
+        kube.create(_reservation_check(busy_nodes), dry_run="All")
+    body = str(getattr(err.value, "body", "") or err.value)
+    assert f"{field}: " in body and message in body, body
+
+
+def test_a_requeue_policy_is_accepted_with_its_defaults(kube: Kube, slurmkube_crds: None) -> None:
+    created = kube.create(
+        _reservation_check({"policy": "Requeue", "requeueBelowPriority": 1000}), dry_run="All"
+    )
+    assert created["spec"]["busyNodes"] == {
+        "policy": "Requeue",
+        "requeueBelowPriority": 1000,
+        "timeoutSeconds": 3600,
+    }

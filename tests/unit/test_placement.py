@@ -76,6 +76,9 @@ CASES = {
     "busy priority bound excludes higher priority jobs": Case(
         ("BBBI",), gang(3, allow_busy=True, busy_priority_below=1), Verdict.DOES_NOT_FIT_NOW
     ),
+    "preferred busy nodes pick the block when the block count is the same": Case(
+        ("IBB", "BBI"), gang(3, allow_busy=True, prefer_busy_below=2), Verdict.PLACED, ("b1",)
+    ),
     "small gang goes to the fullest block that fits": Case(
         ("FFFF", "BBFF", "BFFF"), gang(2), Verdict.PLACED, ("b1",)
     ),
@@ -210,6 +213,8 @@ requests = st.builds(
     gpus_per_node=st.sampled_from([1, 4, 8]),
     block_policy=st.sampled_from(list(BlockPolicy)),
     allow_busy=st.booleans(),
+    # A preference must never cost a block: the properties below hold with it too.
+    prefer_busy_below=st.one_of(st.none(), st.integers(0, 4)),
 )
 
 

@@ -143,6 +143,13 @@ def test_update_reservation_argv() -> None:
     assert arguments.delete_reservation_argv("r") == ["delete", "ReservationName=r"]
 
 
+@pytest.mark.parametrize("bad", [0, -1, 0xFFFFFFFE, True, "12", 1.0])
+def test_requeue_argv_takes_only_a_real_job_id(bad: object) -> None:
+    assert arguments.requeue_job_argv(12) == ["requeue", "12"]
+    with pytest.raises(InvalidValue, match="job id"):
+        arguments.requeue_job_argv(bad)  # type: ignore[arg-type]
+
+
 def test_features_argv() -> None:
     assert arguments.update_features_argv("n1", ["a", "b"], None) == [
         "update",

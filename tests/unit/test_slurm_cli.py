@@ -46,6 +46,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
             "No reservation created.",
             SlurmRejected,
         ),
+        # `scontrol requeue` of a --no-requeue job (ESLURM_DISABLED) and of one
+        # that ended meanwhile (ESLURM_INVALID_JOB_ID), slurm_errno.c's texts.
+        ("12: Requested operation is presently disabled", SlurmRejected),
+        ("Invalid job id specified for job 12", SlurmNotFound),
         ("", SlurmRejected),
     ],
 )
@@ -94,6 +98,11 @@ def test_drain_and_resume_send_exact_argv_in_utc(scontrol: Path) -> None:
         "TZ=UTC --json show node gb200-022",
         "TZ=UTC --json show node gb200-004",
     ]
+
+
+def test_requeue_runs_scontrol_requeue_with_the_job_id(scontrol: Path) -> None:
+    CliClient(bin_dir=scontrol, env=dict(os.environ)).requeue_job(12)
+    assert calls(scontrol) == ["TZ=UTC requeue 12"]
 
 
 def test_failures_and_missing_scontrol_are_typed(scontrol: Path, tmp_path: Path) -> None:

@@ -98,6 +98,8 @@ def test_jobs_carry_gpu_requests_however_they_were_spelled() -> None:
     assert jobs["pend8"].priority > jobs["run2"].priority > 0
     assert jobs["run2"].time_limit == timedelta(days=2)
     assert jobs["run2"].start_time is not None and jobs["pend8"].start_time is None
+    # sbatch jobs under slurm.conf's default JobRequeue=1: `scontrol requeue` takes them.
+    assert jobs["run2"].requeueable and jobs["run2"].restarts == 0
 
 
 def test_reservations_carry_nodes_times_flags_and_users() -> None:

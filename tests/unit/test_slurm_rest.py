@@ -233,6 +233,9 @@ class ReservationWriter:
     def delete_reservation(self, name: str) -> None:
         self.calls.append(f"delete {name}")
 
+    def requeue_job(self, job_id: int) -> None:
+        self.calls.append(f"requeue {job_id}")
+
 
 def test_reservation_writes_are_delegated_and_need_a_delegate() -> None:
     server = Server({})
@@ -242,8 +245,9 @@ def test_reservation_writes_are_delegated_and_need_a_delegate() -> None:
     rest.create_reservation(ReservationRequest(name="r", nodes=("n1",), users=("root",)))
     rest.update_reservation(ReservationUpdate(name="r", nodes=("n2",)))
     rest.delete_reservation("r")
+    rest.requeue_job(12)
 
-    assert writer.calls == ["create r", "update r", "delete r"]
+    assert writer.calls == ["create r", "update r", "delete r", "requeue 12"]
     assert server.seen == []
     with pytest.raises(SlurmError, match="cannot create reservations"):
         client(server, data_parser="v0.0.42").create_reservation(

@@ -616,15 +616,78 @@ class ClusterRef(_Model):
     """Name of the SlurmCluster."""
 
 
-class BusyNodePolicy(_Model):
-    """What to do when the chosen nodes still run Slurm jobs."""
+# busyNodes rules, checked by the API server (CEL) and again by the model.
+_REQUEUE_ONLY = "graceSeconds and requeueBelowPriority apply only to policy Requeue"
+_REQUEUE_NEEDS_PRIORITY = (
+    "policy Requeue needs requeueBelowPriority: the Slurm job priority below which "
+    "running jobs may be requeued"
+)
+_GRACE_BELOW_TIMEOUT = (
+    "graceSeconds must be less than timeoutSeconds, or the workload gives up before "
+    "any job is requeued"
+)
 
-    policy: Literal["WaitForIdle"] = "WaitForIdle"
-    """WaitForIdle: Slurm starts nothing new on the nodes (the reservation) and the
-    workload waits until their jobs end; no Slurm job is ever killed.
-    (Requeue of lower-priority jobs is not built yet.)"""
+
+class BusyNodePolicy(_Model):
+    """What to do when the chosen nodes still run Slurm jobs.
+
+    The nodes are reserved in Slurm first under either policy, so Slurm starts
+    nothing new on them; the policies differ in what happens to the jobs running.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.policy == 'Requeue' || "
+                    "!(has(self.graceSeconds) || has(self.requeueBelowPriority))",
+                    "message": _REQUEUE_ONLY,
+                    "fieldPath": ".policy",
+                },
+                {
+                    "rule": "self.policy != 'Requeue' || has(self.requeueBelowPriority)",
+                    "message": _REQUEUE_NEEDS_PRIORITY,
+                    "fieldPath": ".requeueBelowPriority",
+                },
+                {
+                    "rule": "!has(self.graceSeconds) || !has(self.timeoutSeconds) || "
+                    "self.graceSeconds < self.timeoutSeconds",
+                    "message": _GRACE_BELOW_TIMEOUT,
+                    "fieldPath": ".graceSeconds",
+                },
+            ]
+        }
+    )
+
+    policy: Literal["WaitForIdle", "Requeue"] = "WaitForIdle"
+    """WaitForIdle: the workload waits until the running jobs end; no Slurm job is
+    ever stopped. Requeue: after `graceSeconds`, running batch jobs whose priority is
+    below `requeueBelowPriority` are requeued (`scontrol requeue`: PENDING again,
+    same job id; they run later elsewhere, or here once the nodes are back); jobs at
+    or above it, and jobs Slurm cannot requeue (`--no-requeue`, not batch), are
+    waited for as with WaitForIdle."""
     timeout_seconds: int = Field(3600, ge=1, le=7 * 24 * 3600, alias="timeoutSeconds")
-    """Give the nodes back to Slurm and answer Retry after waiting this long."""
+    """Give the nodes back to Slurm and answer Retry after waiting this long
+    (counted from the reservation, under either policy)."""
+    grace_seconds: int | None = Field(None, ge=0, le=7 * 24 * 3600, alias="graceSeconds")
+    """Requeue only: how long after the reservation running jobs may still end on
+    their own before they are requeued (as Slurm's preemption GraceTime); unset: 0."""
+    requeue_below_priority: int | None = Field(
+        None, ge=1, le=4_294_967_295, alias="requeueBelowPriority"
+    )
+    """Requeue only, and required there: the Slurm job priority (squeue %Q, uint32)
+    below which a running job may be requeued for the workload."""
+
+    @model_validator(mode="after")
+    def _requeue_fields(self) -> BusyNodePolicy:
+        if self.policy != "Requeue":
+            if self.grace_seconds is not None or self.requeue_below_priority is not None:
+                raise ValueError(_REQUEUE_ONLY)
+        elif self.requeue_below_priority is None:
+            raise ValueError(_REQUEUE_NEEDS_PRIORITY)
+        elif (self.grace_seconds or 0) >= self.timeout_seconds:
+            raise ValueError(_GRACE_BELOW_TIMEOUT)
+        return self
 
 
 class SlurmReservationCheckSpec(_Model):

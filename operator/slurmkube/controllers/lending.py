@@ -2,7 +2,7 @@
 
 Any event on a Workload, an AdmissionCheck, a SlurmReservationCheck, a Node
 or a slurmd pod marks the bridge dirty; a loop reconciles within half a second when dirty and
-every `RESYNC_SECONDS` anyway (leak collection, WaitForIdle timeouts). One
+every `RESYNC_SECONDS` anyway (leak collection, busyNodes grace and timeouts). One
 reconcile covers every AdmissionCheck whose controllerName is
 `slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
 name. Only the leader reconciles (the operator's Lease, `handlers.State`).
@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
@@ -40,11 +40,14 @@ from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
     CheckState,
     CheckUpdate,
+    Lend,
     LendingPlan,
     LendingPolicy,
     LendingWorld,
     NodeView,
+    RequeuePolicy,
     ReservationView,
+    RunningJob,
     fold_slurm_state,
     our_check,
     plan_lending,
@@ -212,10 +215,14 @@ def _check_of(kube: Kube, ac: Manifest) -> _Check:
         spec = SlurmReservationCheckSpec.model_validate(raw.get("spec") or {})
     except ValidationError as err:
         return _Check(name, ac, None, None, f"{wk.CHECK_PARAMETERS_KIND} spec: {err}")
+    busy = spec.busy_nodes
     policy = LendingPolicy(
         check=name,
         node_sets=frozenset(spec.node_sets),
-        wait_timeout_seconds=float(spec.busy_nodes.timeout_seconds),
+        wait_timeout_seconds=float(busy.timeout_seconds),
+        requeue=RequeuePolicy(busy.requeue_below_priority, float(busy.grace_seconds or 0))
+        if busy.policy == "Requeue" and busy.requeue_below_priority is not None
+        else None,
         max_nodes=spec.max_nodes,
         flags=tuple(spec.reservation_flags),
         tolerations=tuple(t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations),
@@ -258,9 +265,12 @@ def _reconcile_cluster(
     )
     writer = scontrol_client(kube, cluster)
     rest = slurm_client(kube, cluster, reservations=writer)
-    nodes, reservations, reachable, error = _observe_nodes(kube, cluster, rest)
+    policies = tuple(c.policy for c in checks if c.policy is not None)
+    # Jobs are read only when a policy may requeue them: a deep queue makes /jobs/ costly.
+    with_jobs = any(p.requeue is not None for p in policies)
+    nodes, reservations, reachable, error = _observe_nodes(kube, cluster, rest, with_jobs)
     world = LendingWorld(
-        checks=tuple(c.policy for c in checks if c.policy is not None),
+        checks=policies,
         workloads=tuple(workloads),
         nodes=nodes,
         reservations=reservations,
@@ -279,7 +289,7 @@ def _reconcile_cluster(
 
 
 def _observe_nodes(
-    kube: Kube, cluster: SlurmCluster, rest: RestClient | None
+    kube: Kube, cluster: SlurmCluster, rest: RestClient | None, with_jobs: bool
 ) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
     namespace = cluster.metadata.namespace or "default"
     node_sets = [
@@ -295,11 +305,14 @@ def _observe_nodes(
     slurm_nodes: dict[str, Any] = {}
     reservations: tuple[ReservationView, ...] = ()
     held: dict[str, str] = {}
+    jobs: dict[str, tuple[RunningJob, ...]] = {}
     error = "" if rest is not None else "slurmrestd is disabled or its key is missing"
     if rest is not None:
         try:
             slurm_nodes = {n.name: n for n in rest.list_nodes()}
             all_reservations = rest.list_reservations()
+            if with_jobs:
+                jobs = _running_jobs_by_node(rest)
         except SlurmError as err:
             error = str(err)
         else:
@@ -341,9 +354,20 @@ def _observe_nodes(
                 has_slurmd_pod=meta["name"] in with_pod,
                 cordoned=bool((raw.get("spec") or {}).get("unschedulable")),
                 slurm_reservation=held.get(meta["name"], ""),
+                jobs=jobs.get(meta["name"], ()),
             )
         )
     return tuple(views), reservations, rest is not None and not error, error
+
+
+def _running_jobs_by_node(rest: RestClient) -> dict[str, tuple[RunningJob, ...]]:
+    by_node: dict[str, list[RunningJob]] = {}
+    # SUSPENDED jobs hold their nodes too, and Slurm requeues them the same way.
+    for job in rest.list_jobs(states=("RUNNING", "SUSPENDED")):
+        running = RunningJob(job.job_id, job.priority, job.requeueable)
+        for node in job.nodes:
+            by_node.setdefault(node, []).append(running)
+    return {node: tuple(sorted(js, key=lambda j: j.job_id)) for node, js in by_node.items()}
 
 
 # --- apply -------------------------------------------------------------------------------
@@ -430,6 +454,9 @@ def _apply(
                 lend.create.name,
                 ",".join(lend.create.nodes),
             )
+        failed = _requeue_jobs(kube, cluster, lend, raw)
+        if failed and check is not None:
+            check = replace(check, message=f"{check.message}; {failed}")
         for node in lend.label:
             kube.set_node_label(node, wk.LABEL_LEASE, lend.uid)
         if check is not None:
@@ -445,6 +472,31 @@ def _apply(
                         max(0.0, time.time() - since)
                     )
                 log.info("check ready workload=%s/%s", check.namespace, check.workload)
+
+
+def _requeue_jobs(kube: Kube, cluster: _Cluster, lend: Lend, raw: Manifest | None) -> str:
+    """`scontrol requeue` each job the plan names; what failed, for the check message."""
+    if not lend.requeue or cluster.rest is None:
+        return ""
+    name = cluster.obj["metadata"]["name"]
+    check = lend.check.check if lend.check is not None else ""
+    failures = []
+    for job in lend.requeue:
+        try:
+            cluster.rest.requeue_job(job.job_id)
+        except SlurmNotFound:
+            continue  # ended on its own meanwhile: the node is freed all the same
+        except SlurmError as err:
+            log.warning("job requeue failed job=%s uid=%s error=%s", job.job_id, lend.uid, err)
+            failures.append(f"Slurm refused to requeue job {job.job_id}: {err}")
+            if raw is not None:
+                kube.event(raw, "SlurmJobRequeueFailed", failures[-1], warning=True)
+            continue
+        metrics.JOBS_REQUEUED.labels(name, check).inc()
+        log.info("job requeued job=%s priority=%s uid=%s", job.job_id, job.priority, lend.uid)
+        if raw is not None:
+            kube.event(raw, "SlurmJobRequeued", job.reason)
+    return "; ".join(failures)
 
 
 def _now() -> str:

@@ -10,6 +10,7 @@ table-tested without a cluster.
 from slurmkube.lending.model import (
     CheckState,
     CheckUpdate,
+    JobRequeue,
     Lend,
     LendingPlan,
     LendingPolicy,
@@ -18,7 +19,9 @@ from slurmkube.lending.model import (
     NodeView,
     PodSetView,
     Release,
+    RequeuePolicy,
     ReservationView,
+    RunningJob,
     SlurmState,
     WorkloadView,
     fold_slurm_state,
@@ -26,11 +29,13 @@ from slurmkube.lending.model import (
     uid_of_reservation,
 )
 from slurmkube.lending.plan import gang_of, placement_state, plan_lending
+from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
 from slurmkube.lending.workload import our_check, workload_view
 
 __all__ = [
     "CheckState",
     "CheckUpdate",
+    "JobRequeue",
     "Lend",
     "LendingPlan",
     "LendingPolicy",
@@ -39,14 +44,18 @@ __all__ = [
     "NodeView",
     "PodSetView",
     "Release",
+    "RequeuePolicy",
     "ReservationView",
+    "RunningJob",
     "SlurmState",
     "WorkloadView",
     "fold_slurm_state",
     "gang_of",
+    "judge_busy_nodes",
     "our_check",
     "placement_state",
     "plan_lending",
+    "protecting_priority",
     "reservation_name",
     "uid_of_reservation",
     "workload_view",

@@ -48,12 +48,22 @@ def uid_of_reservation(name: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class RequeuePolicy:
+    """busyNodes.policy Requeue: running jobs below `below_priority` are requeued once
+    `grace_seconds` have passed since the reservation; the others are waited for."""
+
+    below_priority: int
+    grace_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class LendingPolicy:
     """One AdmissionCheck and its SlurmReservationCheck parameters."""
 
     check: str
     node_sets: frozenset[str] = frozenset()  # empty: every NodeSet of the cluster
     wait_timeout_seconds: float = 3600.0
+    requeue: RequeuePolicy | None = None  # None: WaitForIdle
     max_nodes: int | None = None
     flags: tuple[str, ...] = ()
     tolerations: tuple[Mapping[str, Any], ...] = ()
@@ -101,6 +111,15 @@ class WorkloadView:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A Slurm job running (or suspended) on a node, as Requeue judges it."""
+
+    job_id: int
+    priority: int
+    requeueable: bool  # a batch job that allows requeue (Slurm refuses the others)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A Kubernetes node of a NodeSet of the cluster."""
 
@@ -114,6 +133,7 @@ class NodeView:
     cordoned: bool = False
     slurm_reservation: str = ""  # a Slurm reservation holding the node (anyone's)
     busy_until: float = 0.0
+    jobs: tuple[RunningJob, ...] = ()  # its running Slurm jobs, by job id
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,15 +179,34 @@ class NewReservation:
 
 
 @dataclass(frozen=True, slots=True)
+class JobRequeue:
+    """A running Slurm job to requeue (`scontrol requeue`) to free reserved nodes:
+    PENDING again, and the reservation keeps it off those nodes."""
+
+    job_id: int
+    priority: int
+    below_priority: int
+    nodes: tuple[str, ...]  # the reserved nodes it frees
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"requeued job {self.job_id} (priority {self.priority} < {self.below_priority}) "
+            f"on node {', '.join(self.nodes)}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Lend:
     """Steps for one workload, in order; a failed step stops the ones after it."""
 
     uid: str
     create: NewReservation | None = None
+    requeue: tuple[JobRequeue, ...] = ()  # Slurm jobs to requeue (busyNodes Requeue)
     label: tuple[str, ...] = ()  # nodes to label slurmkube.io/lease=<uid>
     check: CheckUpdate | None = None
     placed: str = ""  # the placement's explanation, when nodes were chosen now
-    waiting: bool = False  # the nodes still run Slurm jobs (WaitForIdle)
+    waiting: bool = False  # the nodes still run Slurm jobs (either busyNodes policy)
 
 
 @dataclass(frozen=True, slots=True)

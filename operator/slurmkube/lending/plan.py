@@ -7,7 +7,8 @@ a memory of the planner:
 
     quota reserved, check Pending
       -> a Slurm reservation `slurmkube-<uid>` on the chosen nodes
-         (Slurm starts nothing new there; running jobs go on: IGNORE_JOBS)
+         (Slurm starts nothing new there; running jobs go on: IGNORE_JOBS,
+         unless busyNodes Requeue requeues them: `slurmkube.lending.requeue`)
       -> once those nodes run no Slurm job: the lease label on each node
          (the cluster reconcile then drains and removes their slurmd pods)
       -> once no slurmd pod is left on them: check Ready, with a podSetUpdate
@@ -45,6 +46,7 @@ from slurmkube.lending.model import (
     reservation_name,
     uid_of_reservation,
 )
+from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
 from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, Snapshot, Verdict, place
 
 # Slurm starts nothing new on reserved nodes for other users, and a reservation
@@ -163,7 +165,7 @@ def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:
 
 
 def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
-    gang = gang_of(w)
+    gang = gang_of(w, policy)
     if gang is None:
         return Lend(
             w.uid,
@@ -208,14 +210,14 @@ def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
     )
     idle = not decision.busy_nodes
     label = tuple(sorted(decision.nodes)) if idle else ()
-    next_step = (
-        "labelling them for the workload"
-        if idle
-        else f"waits for Slurm jobs on {', '.join(decision.busy_nodes)} to end (WaitForIdle)"
+    busy = judge_busy_nodes(
+        [state.nodes[name] for name in decision.busy_nodes], policy.requeue, waited=0.0
     )
+    next_step = "labelling them for the workload" if idle else busy.message
     return Lend(
         w.uid,
         create=_new_reservation(w.uid, tuple(sorted(decision.nodes)), policy),
+        requeue=busy.requeue,
         label=label,
         waiting=not idle,
         check=_update(
@@ -243,7 +245,7 @@ def _progress(
     taken = [v.name for v in present if v.lease and v.lease != w.uid]
     if taken:
         return Lend(w.uid, check=_retry(w, policy, f"reserved nodes are lent elsewhere: {taken}"))
-    busy = [v.name for v in present if v.slurm is SlurmState.BUSY]
+    busy = [v for v in present if v.slurm is SlurmState.BUSY]
     if busy:
         waited = world.now - res.start
         if waited > policy.wait_timeout_seconds:
@@ -252,18 +254,18 @@ def _progress(
                 check=_retry(
                     w,
                     policy,
-                    f"Slurm jobs on {', '.join(busy)} still run after {waited:.0f}s "
-                    f"(WaitForIdle timeout {policy.wait_timeout_seconds:.0f}s); nodes returned",
+                    f"Slurm jobs on {', '.join(v.name for v in busy)} still run after "
+                    f"{waited:.0f}s (busyNodes timeout {policy.wait_timeout_seconds:.0f}s); "
+                    "nodes returned",
                 ),
             )
+        verdict = judge_busy_nodes(busy, policy.requeue, waited)
         return Lend(
             w.uid,
+            requeue=verdict.requeue,
             waiting=True,
             check=_update(
-                w,
-                CheckState.PENDING,
-                f"reserved {', '.join(res.nodes)}; waits for Slurm jobs on "
-                f"{', '.join(busy)} to end (WaitForIdle)",
+                w, CheckState.PENDING, f"reserved {', '.join(res.nodes)}; {verdict.message}"
             ),
         )
     label = tuple(v.name for v in present if v.lease != w.uid)
@@ -300,7 +302,7 @@ def _ready(w: WorkloadView, policy: LendingPolicy, nodes: Iterable[str]) -> Chec
 # --- helpers ---------------------------------------------------------------------------
 
 
-def gang_of(w: WorkloadView) -> GangRequest | None:
+def gang_of(w: WorkloadView, policy: LendingPolicy | None = None) -> GangRequest | None:
     """One node per GPU pod, every node with at least the largest per-pod GPU count."""
     gpu_sets = [ps for ps in w.pod_sets if ps.gpus_per_pod > 0 and ps.count > 0]
     if not gpu_sets:
@@ -311,8 +313,10 @@ def gang_of(w: WorkloadView) -> GangRequest | None:
         nodes=sum(ps.count for ps in gpu_sets),
         gpus_per_node=max(ps.gpus_per_pod for ps in gpu_sets),
         block_policy=BlockPolicy.SINGLE_BLOCK if single else BlockPolicy.MIN_BLOCKS,
-        # WaitForIdle: busy Slurm nodes may be chosen (last), and waited for.
+        # Busy Slurm nodes may be chosen (last), and waited for; under Requeue, those
+        # whose jobs may be requeued before those whose jobs must be waited for.
         allow_busy=True,
+        prefer_busy_below=policy.requeue.below_priority if policy and policy.requeue else None,
     )
 
 
@@ -323,6 +327,7 @@ def _snapshot(nodes: Iterable[NodeView], policy: LendingPolicy) -> Snapshot:
             block=n.block,
             gpus=n.gpus,
             state=placement_state(n),
+            busy_priority=protecting_priority(n),
             busy_until=n.busy_until,
         )
         for n in nodes

@@ -97,8 +97,14 @@ DRAIN_WAIT_SECONDS = Histogram(
 )
 WAITING_WORKLOADS = Gauge(
     "slurmkube_lending_waiting_workloads",
-    "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle).",
+    "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle or Requeue).",
     ["cluster"],
+    registry=REGISTRY,
+)
+JOBS_REQUEUED = Counter(
+    "slurmkube_lending_jobs_requeued_total",
+    "Slurm jobs requeued to free nodes reserved for a Kueue workload (busyNodes Requeue).",
+    ["cluster", "check"],
     registry=REGISTRY,
 )
 LEAKS_COLLECTED = Counter(

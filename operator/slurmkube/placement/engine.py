@@ -11,8 +11,9 @@ One decision, in the Kubernetes scheduler framework's phases
   Kubernetes nodes and idle Slurm nodes; busy nodes count only when those two
   cannot hold the gang and the request allows them (issue 7's order). Within
   `k` blocks, the narrowest set of states that still achieves `k` is used (so
-  Slurm is disturbed only when that saves a block), then `choose_blocks` takes
-  whole blocks for the bulk and the best-fitting block for the rest.
+  Slurm is disturbed only when that saves a block; among busy nodes, the
+  preferred ones first), then `choose_blocks` takes whole blocks for the bulk
+  and the best-fitting block for the rest.
 - Reserve: `Snapshot.reserve(decision)` marks the chosen nodes LENT, so a second
   decision on the returned snapshot is disjoint from the first.
 """
@@ -71,6 +72,14 @@ def place(snapshot: Snapshot, request: GangRequest) -> Decision:
     candidates: list[tuple[tuple[NodeState, ...], list[int]]] = []
     if widest is _NOT_BUSY:
         candidates.append((_FREE_ONLY, free))
+    elif request.prefer_busy_below is not None:
+        # Busy nodes are taken cheapest first within a block (`_busy_order`), so
+        # counting only the preferred ones makes the picks preferred ones only.
+        bound = (
+            request.prefer_busy_below if below is None else min(below, request.prefer_busy_below)
+        )
+        preferred = [b.count(NodeState.BUSY, g, bound) for b in blocks]
+        candidates.append((widest, [n + p for n, p in zip(not_busy, preferred, strict=True)]))
     candidates.append((widest, widest_counts))
     order = list(range(len(blocks)))  # blocks are sorted by name in the snapshot
     leaves = [b.leaf for b in blocks]

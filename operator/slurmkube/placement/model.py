@@ -39,9 +39,11 @@ class Node:
 
     `tier_path` lists the network switches above the NVLink block, lowest
     first, e.g. ("leaf-03", "spine-1"); it is only used to keep the blocks of a
-    multi-block gang close together. `busy_priority` is the priority of the
-    lowest-priority job on a busy node and `busy_until` the time (any clock, e.g.
-    Slurm's EndTime) the node is expected to be idle; both only order busy nodes.
+    multi-block gang close together. `busy_priority` says how costly a busy node
+    is to take (the simulator: its job's priority; the bridge: the priority a
+    Requeue threshold must exceed to free it) and `busy_until` the time (any
+    clock, e.g. Slurm's EndTime) the node is expected to be idle; both only order
+    busy nodes, cheapest first.
     """
 
     name: str
@@ -66,8 +68,10 @@ class GangRequest:
 
     `allow_busy` lets the placer choose busy Slurm nodes when free and idle ones
     cannot hold the gang (the bridge's `WaitForIdle`/`Requeue` policies);
-    `busy_priority_below`, when set, restricts that to nodes whose lowest job
-    priority is below it (`Requeue` of lower-priority jobs only).
+    `busy_priority_below`, when set, restricts that to nodes whose `busy_priority`
+    is below it; `prefer_busy_below` only prefers them: busy nodes below it are
+    taken before the other busy nodes whenever that spans no more blocks
+    (`Requeue`: nodes whose jobs may be requeued before those waited for).
     """
 
     name: str
@@ -76,6 +80,7 @@ class GangRequest:
     block_policy: BlockPolicy = BlockPolicy.MIN_BLOCKS
     allow_busy: bool = False
     busy_priority_below: int | None = None
+    prefer_busy_below: int | None = None
 
 
 class Verdict(enum.Enum):

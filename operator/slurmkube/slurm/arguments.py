@@ -34,9 +34,11 @@ __all__ = [
     "drain_reason",
     "features",
     "is_ours",
+    "job_id",
     "node_names",
     "node_state_argv",
     "reason",
+    "requeue_job_argv",
     "reservation_name",
     "slurm_duration",
     "slurm_start",
@@ -186,6 +188,18 @@ def _principals(users: Sequence[str], accounts: Sequence[str]) -> list[str]:
 
 def delete_reservation_argv(name: str) -> list[str]:
     return ["delete", f"ReservationName={reservation_name(name)}"]
+
+
+def job_id(value: object, where: str = "job id") -> int:
+    """A Slurm job id: uint32, 0 is no job (slurm.h NO_VAL is 0xfffffffe)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 0xFFFFFFFE:
+        raise InvalidValue(where, str(value), "a job id from 1 to 4294967293")
+    return value
+
+
+def requeue_job_argv(job: int) -> list[str]:
+    """scontrol(1) `requeue`: the running job is stopped and PENDING again, same id."""
+    return ["requeue", str(job_id(job))]
 
 
 def node_state_argv(node: str, state: NodeStateChange, why: str | None) -> list[str]:

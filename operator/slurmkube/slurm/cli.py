@@ -203,6 +203,9 @@ class CliClient:
         wanted = frozenset(states)
         return tuple(j for j in jobs if j.state & wanted)
 
+    def requeue_job(self, job_id: int) -> None:
+        self._run(arguments.requeue_job_argv(job_id), f"requeue job {job_id}")
+
     # --- reservations ---
     def list_reservations(self) -> tuple[Reservation, ...]:
         return reservations_from(self._json(["show", "reservation"], "list reservations"))

@@ -99,6 +99,16 @@ class Job:
     submit_time: datetime | None = None
     start_time: datetime | None = None
     time_limit: timedelta | None = None  # None: no limit
+    # `scontrol requeue` takes only batch jobs that allow it (sbatch --requeue, or
+    # slurm.conf JobRequeue=1, the default); unknown reads as not requeueable.
+    batch: bool = False
+    requeue: bool = False
+    restarts: int = 0  # restart_cnt: times Slurm requeued it
+
+    @property
+    def requeueable(self) -> bool:
+        """`scontrol requeue` would accept it (src/slurmctld/job_mgr.c `_job_requeue_op`)."""
+        return self.batch and self.requeue
 
     @property
     def pending(self) -> bool:

@@ -107,6 +107,9 @@ class _JobJson(_Edge):
     submit_time: Number = None
     start_time: Number = None
     time_limit: Number = None  # minutes
+    batch_flag: bool = False
+    requeue: bool = False
+    restart_cnt: Number = 0
 
 
 class _ReservationJson(_Edge):
@@ -278,6 +281,9 @@ def _job(j: _JobJson) -> Job:
         submit_time=_time(j.submit_time),
         start_time=_time(j.start_time),
         time_limit=timedelta(minutes=j.time_limit) if j.time_limit is not None else None,
+        batch=j.batch_flag,
+        requeue=j.requeue,
+        restarts=j.restart_cnt or 0,
     )
 
 

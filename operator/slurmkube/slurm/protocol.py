@@ -63,6 +63,12 @@ class SlurmClient(Protocol):
         """Jobs whose state includes one of `states` (default: pending and running)."""
         ...
 
+    def requeue_job(self, job_id: int) -> None:
+        """`scontrol requeue`: the job stops and is PENDING again under the same id
+        (Restarts counts it). SlurmRejected when Slurm refuses (not a batch job,
+        --no-requeue, already pending)."""
+        ...
+
     # --- reservations ---
     def list_reservations(self) -> tuple[Reservation, ...]: ...
 
@@ -89,11 +95,13 @@ class SlurmClient(Protocol):
 
 
 class ReservationWriter(Protocol):
-    """The part of `SlurmClient` that 24.11's slurmrestd lacks; `RestClient`
-    hands these calls to one (normally a `CliClient`)."""
+    """The writes of `SlurmClient` that 24.11's slurmrestd lacks (reservations,
+    job requeue); `RestClient` hands these calls to one (normally a `CliClient`)."""
 
     def create_reservation(self, request: ReservationRequest) -> Reservation: ...
 
     def update_reservation(self, update: ReservationUpdate) -> Reservation: ...
 
     def delete_reservation(self, name: str) -> None: ...
+
+    def requeue_job(self, job_id: int) -> None: ...

@@ -9,7 +9,7 @@ errors, 502/503/504, which slurmrestd returns when slurmctld is down) are
 retried with backoff; nothing else is, and never a 4xx.
 
 slurmrestd in 24.11 cannot create, change or delete reservations (that REST
-API arrives in v0.0.43). `RestClient` therefore *delegates* those three calls
+API arrives in v0.0.43), nor requeue a job. `RestClient` therefore *delegates* those calls
 to the `ReservationWriter` given as `reservations` (normally a `CliClient`): it is
 composed with it, not derived from it, and reads (list/get reservation) stay
 on REST.
@@ -300,6 +300,11 @@ class RestClient:
         wanted = frozenset(states)
         jobs = jobs_from(self._slurm("GET", "/jobs/", "list jobs"))
         return tuple(j for j in jobs if j.state & wanted)
+
+    def requeue_job(self, job_id: int) -> None:
+        # 24.11's slurmrestd (v0.0.40-v0.0.42) has no requeue: jobs can be signalled,
+        # updated or cancelled only.
+        self._writer("requeue jobs").requeue_job(job_id)
 
     # --- reservations ---
     def list_reservations(self) -> tuple[Reservation, ...]:
