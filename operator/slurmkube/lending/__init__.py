@@ -26,6 +26,7 @@ from slurmkube.lending.model import (
     uid_of_reservation,
 )
 from slurmkube.lending.plan import gang_of, placement_state, plan_lending
+from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.lending.workload import our_check, workload_view
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "LendingPolicy",
     "LendingWorld",
     "NewReservation",
+    "NodeSizing",
     "NodeView",
     "PodSetView",
     "Release",
@@ -48,6 +50,7 @@ __all__ = [
     "placement_state",
     "plan_lending",
     "reservation_name",
+    "size_lend",
     "uid_of_reservation",
     "workload_view",
 ]
