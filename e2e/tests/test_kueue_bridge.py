@@ -172,16 +172,16 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
 # --- helpers -----------------------------------------------------------------------------
 
 
-def make_job(name: str, nodes: int, seconds: int) -> Manifest:
-    """A Kueue batch Job: `nodes` pods of 4 GPUs (a whole local node each)."""
+def make_job(name: str, pods: int, seconds: int, gpus: int = 4) -> Manifest:
+    """A Kueue batch Job of `pods` pods with `gpus` GPUs each (4: a whole local node)."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "labels": {QUEUE_LABEL: "lend"}},
         "spec": {
             "suspend": True,
-            "parallelism": nodes,
-            "completions": nodes,
+            "parallelism": pods,
+            "completions": pods,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
@@ -191,7 +191,7 @@ def make_job(name: str, nodes: int, seconds: int) -> Manifest:
                             "image": "slurmkube/slurm:24.11.5",
                             "command": ["sleep", str(seconds)],
                             "resources": {
-                                "limits": {"nvidia.com/gpu": 4, "cpu": "1", "memory": "1Gi"},
+                                "limits": {"nvidia.com/gpu": gpus, "cpu": "1", "memory": "1Gi"},
                             },
                         }
                     ],
@@ -324,7 +324,7 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    kube.create(make_job("two", nodes=2, seconds=20), namespace=ns)
+    kube.create(make_job("two", pods=2, seconds=20), namespace=ns)
     uid = submitted_and_reserved(kube, ns, "two")
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and set(reserved) <= set(LENDERS)  # both in one NVLink block
@@ -370,6 +370,43 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     in_ctld(ns, "scancel", blocked)
 
 
+def test_gpu_pods_are_packed_onto_as_few_lent_nodes_as_hold_them(
+    kube: Kube, bridge: Bridge
+) -> None:
+    """4 pods x 2 GPUs on 4-GPU nodes borrow 2 nodes, not 4, and run two to a node."""
+    ns = bridge.namespace
+    kube.create(make_job("packed", pods=4, seconds=10, gpus=2), namespace=ns)
+    uid = submitted_and_reserved(kube, ns, "packed")
+    admitted = wait_workload(kube, ns, "packed", lambda w: has_condition(w, "Admitted"), timeout=90)
+    lent = leased_nodes(kube, uid)
+    assert len(lent) == 2 and set(lent) <= set(LENDERS)
+    assert lent == sorted(reservations(ns)[f"slurmkube-{uid}"])
+    assert check_entry(admitted, bridge.check)["state"] == "Ready"
+    pods = wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda ps: (
+            len(ps) == 4
+            and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in ps)
+        ),
+        namespace=ns,
+        label_selector="job-name=packed",
+        timeout=90,
+    )
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(lent * 2)
+    wait_for(
+        kube,
+        "batch/v1",
+        "Job",
+        "packed",
+        lambda j: has_condition(j, "Complete"),
+        namespace=ns,
+        timeout=90,
+    )
+    wait_returned(kube, ns, uid, lent)
+
+
 def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     kube: Kube, bridge: Bridge
 ) -> None:
@@ -377,7 +414,7 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     busy = ",".join(LENDERS[:3])
     slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 25").strip()
     wait_job(ns, slurm_job, {"RUNNING"})
-    kube.create(make_job("waits", nodes=2, seconds=5), namespace=ns)
+    kube.create(make_job("waits", pods=2, seconds=5), namespace=ns)
     pending = wait_workload(
         kube,
         ns,
@@ -421,7 +458,7 @@ def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_
 ) -> None:
     ns = bridge.namespace
     for name in ("race-a", "race-b"):
-        kube.create(make_job(name, nodes=2, seconds=600), namespace=ns)
+        kube.create(make_job(name, pods=2, seconds=600), namespace=ns)
     a, b = (
         wait_workload(kube, ns, name, lambda w: has_condition(w, "Admitted"), timeout=120)
         for name in ("race-a", "race-b")
@@ -513,7 +550,7 @@ def test_killing_the_operator_between_steps_leaks_nothing(
     busy = ",".join(LENDERS[:3])
     slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 300")
     wait_job(ns, slurm_job.strip(), {"RUNNING"})
-    kube.create(make_job(job, nodes=2, seconds=600), namespace=ns)
+    kube.create(make_job(job, pods=2, seconds=600), namespace=ns)
 
     armed.until(
         lambda: "waits for Slurm jobs" in check_message(kube, ns, job, bridge.check),
@@ -544,7 +581,7 @@ def test_a_workload_deleted_while_the_operator_is_down_is_collected(
     """Killed while the nodes are lent; the Job (and its Workload) deleted while it is down:
     the lease and the reservation are collected as leaks once it is back."""
     ns = bridge.namespace
-    kube.create(make_job("crash", nodes=2, seconds=600), namespace=ns)
+    kube.create(make_job("crash", pods=2, seconds=600), namespace=ns)
     admitted = wait_workload(kube, ns, "crash", lambda w: has_condition(w, "Admitted"), timeout=90)
     uid = admitted["metadata"]["uid"]
     reserved = leased_nodes(kube, uid)
@@ -573,7 +610,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
     nodes while its check exists; once all is gone, no check names the cluster and
     the lease is found through the NodeSet that selects the node."""
     ns = bridge.namespace
-    kube.create(make_job("orphan", nodes=2, seconds=600), namespace=ns)
+    kube.create(make_job("orphan", pods=2, seconds=600), namespace=ns)
     admitted = wait_workload(kube, ns, "orphan", lambda w: has_condition(w, "Admitted"), timeout=90)
     uid = admitted["metadata"]["uid"]
     lent = leased_nodes(kube, uid)
