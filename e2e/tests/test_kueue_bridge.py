@@ -6,6 +6,7 @@ operator converges with nothing leaked.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import time
@@ -306,6 +307,37 @@ def submitted_and_reserved(kube: Kube, namespace: str, job: str) -> str:
     return uid
 
 
+def started(pods: list[Manifest], count: int) -> bool:
+    return len(pods) == count and all(
+        (p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in pods
+    )
+
+
+def wait_pods_started(kube: Kube, namespace: str, job: str, count: int) -> list[Manifest]:
+    """The Job's `count` pods, once all run (or ran)."""
+    return wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda ps: started(ps, count),
+        namespace=namespace,
+        label_selector=f"job-name={job}",
+        timeout=90,
+    )
+
+
+def wait_complete(kube: Kube, namespace: str, job: str) -> None:
+    wait_for(
+        kube,
+        "batch/v1",
+        "Job",
+        job,
+        lambda j: has_condition(j, "Complete"),
+        namespace=namespace,
+        timeout=90,
+    )
+
+
 def check_entry(w: Manifest, check: str) -> Manifest:
     return next(e for e in w["status"]["admissionChecks"] if e["name"] == check)
 
@@ -341,30 +373,11 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     # The reservation existed before the check said Ready, and still does.
     assert sorted(reservations(ns)[f"slurmkube-{uid}"]) == reserved
 
-    pods = wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda ps: (
-            len(ps) == 2
-            and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in ps)
-        ),
-        namespace=ns,
-        label_selector="job-name=two",
-        timeout=90,
-    )
+    pods = wait_pods_started(kube, ns, "two", 2)
     assert sorted(p["spec"]["nodeName"] for p in pods) == reserved
     assert job_state(ns, blocked)[0] == "PENDING"
 
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "two",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
+    wait_complete(kube, ns, "two")
     assert job_state(ns, blocked)[0] in ("PENDING", "RUNNING", "COMPLETED")
     wait_returned(kube, ns, uid, reserved)
     in_ctld(ns, "scancel", blocked)
@@ -382,28 +395,9 @@ def test_gpu_pods_are_packed_onto_as_few_lent_nodes_as_hold_them(
     assert len(lent) == 2 and set(lent) <= set(LENDERS)
     assert lent == sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert check_entry(admitted, bridge.check)["state"] == "Ready"
-    pods = wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda ps: (
-            len(ps) == 4
-            and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in ps)
-        ),
-        namespace=ns,
-        label_selector="job-name=packed",
-        timeout=90,
-    )
+    pods = wait_pods_started(kube, ns, "packed", 4)
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(lent * 2)
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "packed",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
+    wait_complete(kube, ns, "packed")
     wait_returned(kube, ns, uid, lent)
 
 
@@ -441,15 +435,7 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     wait_job(ns, slurm_job, {"COMPLETED"}, timeout=60)
     wait_workload(kube, ns, "waits", lambda w: has_condition(w, "Admitted"), timeout=90)
     assert job_state(ns, slurm_job)[0] == "COMPLETED"
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "waits",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
+    wait_complete(kube, ns, "waits")
     wait_returned(kube, ns, uid, reserved)
 
 
@@ -511,6 +497,21 @@ class ArmedOperator:
             time.sleep(0.5)
 
 
+@contextlib.contextmanager
+def armed_operator(operator: OperatorProcess, failpoint: str) -> Iterator[ArmedOperator]:
+    """The operator restarted with `failpoint` armed; unarmed again afterwards even when
+    the test failed before reaching it, so the tests after it run a plain operator."""
+    operator.kill()
+    operator.start({FAILPOINT_ENV: failpoint})
+    armed = ArmedOperator(operator, [])
+    try:
+        yield armed
+    finally:
+        if not armed.exits:
+            operator.kill()
+            operator.start()
+
+
 def converged(kube: Kube, namespace: str) -> bool:
     """Nothing of any lend left: no reservation of ours, no lease label, a slurmd pod on
     every lender and Slurm running each of them idle."""
@@ -529,9 +530,7 @@ def converged(kube: Kube, namespace: str) -> bool:
 def pods_on(kube: Kube, namespace: str, job: str, nodes: list[str]) -> bool:
     pods = kube.list("v1", "Pod", namespace=namespace, label_selector=f"job-name={job}")
     return (
-        len(pods) == len(nodes)
-        and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
-        and sorted(p["spec"].get("nodeName", "") for p in pods) == nodes
+        started(pods, len(nodes)) and sorted(p["spec"].get("nodeName", "") for p in pods) == nodes
     )
 
 
@@ -544,35 +543,35 @@ def test_killing_the_operator_between_steps_leaks_nothing(
     three of the four lenders makes every lend pass through every step (WaitForIdle)."""
     ns = bridge.namespace
     job = f"crash-{step}-{hit}"
-    armed = ArmedOperator(operator, [])
-    operator.kill()
-    operator.start({FAILPOINT_ENV: failpoint_value(step, hit)})
-    busy = ",".join(LENDERS[:3])
-    slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 300")
-    wait_job(ns, slurm_job.strip(), {"RUNNING"})
-    kube.create(make_job(job, pods=2, seconds=600), namespace=ns)
+    with armed_operator(operator, failpoint_value(step, hit)) as armed:
+        busy = ",".join(LENDERS[:3])
+        slurm_job = in_ctld(
+            ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 300"
+        ).strip()
+        wait_job(ns, slurm_job, {"RUNNING"})
+        kube.create(make_job(job, pods=2, seconds=600), namespace=ns)
 
-    armed.until(
-        lambda: "waits for Slurm jobs" in check_message(kube, ns, job, bridge.check),
-        "the lend waiting for the Slurm job",
-    )
-    in_ctld(ns, "scancel", slurm_job.strip())
-    armed.until(
-        lambda: has_condition(workload_of(kube, ns, job), "Admitted"), "the workload admitted"
-    )
-    uid = wait_workload(kube, ns, job, lambda w: True, timeout=10)["metadata"]["uid"]
-    lent = leased_nodes(kube, uid)
-    assert len(lent) == 2 and LENDERS[3] in lent
-    assert sorted(reservations(ns)[f"slurmkube-{uid}"]) == lent
-    armed.until(lambda: pods_on(kube, ns, job, lent), f"the Job's pods running on {lent}")
+        armed.until(
+            lambda: "waits for Slurm jobs" in check_message(kube, ns, job, bridge.check),
+            "the lend waiting for the Slurm job",
+        )
+        in_ctld(ns, "scancel", slurm_job)
+        armed.until(
+            lambda: has_condition(workload_of(kube, ns, job), "Admitted"), "the workload admitted"
+        )
+        uid = wait_workload(kube, ns, job, lambda w: True, timeout=10)["metadata"]["uid"]
+        lent = leased_nodes(kube, uid)
+        assert len(lent) == 2 and LENDERS[3] in lent
+        assert sorted(reservations(ns)[f"slurmkube-{uid}"]) == lent
+        armed.until(lambda: pods_on(kube, ns, job, lent), f"the Job's pods running on {lent}")
 
-    kube.delete("batch/v1", "Job", job, namespace=ns)
-    armed.until(
-        lambda: bool(armed.exits) and converged(kube, ns),
-        "the nodes back in Slurm, nothing leaked",
-        timeout=150,
-    )
-    assert armed.exits == [FAILPOINT_EXIT_CODE], f"fail point {step}:{hit} not reached as such"
+        kube.delete("batch/v1", "Job", job, namespace=ns)
+        armed.until(
+            lambda: bool(armed.exits) and converged(kube, ns),
+            "the nodes back in Slurm, nothing leaked",
+            timeout=150,
+        )
+        assert armed.exits == [FAILPOINT_EXIT_CODE], f"fail point {step}:{hit} not reached as such"
 
 
 def test_a_workload_deleted_while_the_operator_is_down_is_collected(
