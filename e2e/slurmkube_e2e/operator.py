@@ -33,12 +33,13 @@ class OperatorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
-    def start(self) -> None:
+    def start(self, extra_env: Mapping[str, str] | None = None) -> None:
+        """Start it; `extra_env` is for this run only (e.g. an armed fail point)."""
         assert self.proc is None or self.proc.poll() is not None, "operator already running"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [*OPERATOR_ARGV, *self.args],
-                env=self.env,
+                env={**self.env, **(extra_env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -49,6 +50,10 @@ class OperatorProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def exit_code(self) -> int | None:
+        """The return code once it has exited by itself, None while it runs."""
+        return None if self.proc is None else self.proc.poll()
 
     def stop(self) -> int | None:
         if self.proc is None:

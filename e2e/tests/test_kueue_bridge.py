@@ -7,15 +7,20 @@ killed operator converges with nothing leaked.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from slurmkube.controllers.failpoints import ENV as FAILPOINT_ENV
+from slurmkube.controllers.failpoints import EXIT_CODE as FAILPOINT_EXIT_CODE
+from slurmkube.controllers.failpoints import PER_NODE, STEPS, Step, failpoint_value
 from slurmkube_e2e.builders import QUEUE_LABEL
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.operator import OperatorProcess
@@ -170,16 +175,16 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
 # --- helpers -----------------------------------------------------------------------------
 
 
-def make_job(name: str, nodes: int, seconds: int) -> Manifest:
-    """A Kueue batch Job: `nodes` pods of 4 GPUs (a whole local node each)."""
+def make_job(name: str, pods: int, seconds: int, gpus: int = 4) -> Manifest:
+    """A Kueue batch Job of `pods` pods with `gpus` GPUs each (4: a whole local node)."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "labels": {QUEUE_LABEL: "lend"}},
         "spec": {
             "suspend": True,
-            "parallelism": nodes,
-            "completions": nodes,
+            "parallelism": pods,
+            "completions": pods,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
@@ -189,7 +194,7 @@ def make_job(name: str, nodes: int, seconds: int) -> Manifest:
                             "image": "slurmkube/slurm:24.11.5",
                             "command": ["sleep", str(seconds)],
                             "resources": {
-                                "limits": {"nvidia.com/gpu": 4, "cpu": "1", "memory": "1Gi"},
+                                "limits": {"nvidia.com/gpu": gpus, "cpu": "1", "memory": "1Gi"},
                             },
                         }
                     ],
@@ -304,6 +309,37 @@ def submitted_and_reserved(kube: Kube, namespace: str, job: str) -> str:
     return uid
 
 
+def started(pods: list[Manifest], count: int) -> bool:
+    return len(pods) == count and all(
+        (p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in pods
+    )
+
+
+def wait_pods_started(kube: Kube, namespace: str, job: str, count: int) -> list[Manifest]:
+    """The Job's `count` pods, once all run (or ran)."""
+    return wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda ps: started(ps, count),
+        namespace=namespace,
+        label_selector=f"job-name={job}",
+        timeout=90,
+    )
+
+
+def wait_complete(kube: Kube, namespace: str, job: str) -> None:
+    wait_for(
+        kube,
+        "batch/v1",
+        "Job",
+        job,
+        lambda j: has_condition(j, "Complete"),
+        namespace=namespace,
+        timeout=90,
+    )
+
+
 def check_entry(w: Manifest, check: str) -> Manifest:
     return next(e for e in w["status"]["admissionChecks"] if e["name"] == check)
 
@@ -384,15 +420,7 @@ def admitted_once_the_slurm_job_ends(
 def completed_and_returned(
     kube: Kube, namespace: str, job: str, uid: str, nodes: list[str]
 ) -> None:
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        job,
-        lambda j: has_condition(j, "Complete"),
-        namespace=namespace,
-        timeout=90,
-    )
+    wait_complete(kube, namespace, job)
     wait_returned(kube, namespace, uid, nodes)
 
 
@@ -409,6 +437,13 @@ def events_of(kube: Kube, namespace: str, w: Manifest, reason: str) -> list[str]
     ]
 
 
+def check_message(kube: Kube, namespace: str, job: str, check: str) -> str:
+    """Our check's message on the Job's Workload ("" until there is one)."""
+    w = workload_of(kube, namespace, job)
+    entries = ((w or {}).get("status") or {}).get("admissionChecks") or []
+    return str(next((e.get("message", "") for e in entries if e["name"] == check), ""))
+
+
 # --- tests -------------------------------------------------------------------------------
 
 
@@ -416,7 +451,7 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    kube.create(make_job("two", nodes=2, seconds=20), namespace=ns)
+    kube.create(make_job("two", pods=2, seconds=20), namespace=ns)
     uid = submitted_and_reserved(kube, ns, "two")
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and set(reserved) <= set(LENDERS)  # both in one NVLink block
@@ -433,33 +468,32 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     # The reservation existed before the check said Ready, and still does.
     assert sorted(reservations(ns)[f"slurmkube-{uid}"]) == reserved
 
-    pods = wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda ps: (
-            len(ps) == 2
-            and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in ps)
-        ),
-        namespace=ns,
-        label_selector="job-name=two",
-        timeout=90,
-    )
+    pods = wait_pods_started(kube, ns, "two", 2)
     assert sorted(p["spec"]["nodeName"] for p in pods) == reserved
     assert job_state(ns, blocked)[0] == "PENDING"
 
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        "two",
-        lambda j: has_condition(j, "Complete"),
-        namespace=ns,
-        timeout=90,
-    )
+    wait_complete(kube, ns, "two")
     assert job_state(ns, blocked)[0] in ("PENDING", "RUNNING", "COMPLETED")
     wait_returned(kube, ns, uid, reserved)
     in_ctld(ns, "scancel", blocked)
+
+
+def test_gpu_pods_are_packed_onto_as_few_lent_nodes_as_hold_them(
+    kube: Kube, bridge: Bridge
+) -> None:
+    """4 pods x 2 GPUs on 4-GPU nodes borrow 2 nodes, not 4, and run two to a node."""
+    ns = bridge.namespace
+    kube.create(make_job("packed", pods=4, seconds=10, gpus=2), namespace=ns)
+    uid = submitted_and_reserved(kube, ns, "packed")
+    admitted = wait_workload(kube, ns, "packed", lambda w: has_condition(w, "Admitted"), timeout=90)
+    lent = leased_nodes(kube, uid)
+    assert len(lent) == 2 and set(lent) <= set(LENDERS)
+    assert lent == sorted(reservations(ns)[f"slurmkube-{uid}"])
+    assert check_entry(admitted, bridge.check)["state"] == "Ready"
+    pods = wait_pods_started(kube, ns, "packed", 4)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(lent * 2)
+    wait_complete(kube, ns, "packed")
+    wait_returned(kube, ns, uid, lent)
 
 
 def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
@@ -469,7 +503,7 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     busy = ",".join(LENDERS[:3])
     slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 25").strip()
     wait_job(ns, slurm_job, {"RUNNING"})
-    kube.create(make_job("waits", nodes=2, seconds=5), namespace=ns)
+    kube.create(make_job("waits", pods=2, seconds=5), namespace=ns)
     pending = wait_workload(
         kube,
         ns,
@@ -557,7 +591,7 @@ def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_
 ) -> None:
     ns = bridge.namespace
     for name in ("race-a", "race-b"):
-        kube.create(make_job(name, nodes=2, seconds=600), namespace=ns)
+        kube.create(make_job(name, pods=2, seconds=600), namespace=ns)
     a, b = (
         wait_workload(kube, ns, name, lambda w: has_condition(w, "Admitted"), timeout=120)
         for name in ("race-a", "race-b")
@@ -576,19 +610,127 @@ def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_
     wait_returned(kube, ns, b["metadata"]["uid"], nodes_b)
 
 
+# Every step of a lend and its return, each node-wise step also between two nodes
+# (hit 1) and after the last of the two (hit 2): the list comes from the fail point
+# module, so a new step is tested here without an edit.
+CRASH_POINTS = [
+    pytest.param(step, hit, id=f"{step}-{hit}")
+    for step in STEPS
+    for hit in ((1, 2) if step in PER_NODE else (1,))
+]
+
+
+@dataclass
+class ArmedOperator:
+    """The operator started with a fail point armed. Every wait also watches the
+    process: when it exits at the fail point it is restarted unarmed, as a Deployment
+    would restart its container, and the wait goes on."""
+
+    operator: OperatorProcess
+    exits: list[int]
+
+    def until(self, done: Callable[[], bool], what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            code = self.operator.exit_code()
+            if code is not None:
+                self.exits.append(code)
+                self.operator.start()
+            elif time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout:.0f}s waiting for {what} (operator exits: "
+                    f"{self.exits})\n{self.operator.tail()}"
+                )
+            time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def armed_operator(operator: OperatorProcess, failpoint: str) -> Iterator[ArmedOperator]:
+    """The operator restarted with `failpoint` armed; unarmed again afterwards even when
+    the test failed before reaching it, so the tests after it run a plain operator."""
+    operator.kill()
+    operator.start({FAILPOINT_ENV: failpoint})
+    armed = ArmedOperator(operator, [])
+    try:
+        yield armed
+    finally:
+        if not armed.exits:
+            operator.kill()
+            operator.start()
+
+
+def converged(kube: Kube, namespace: str) -> bool:
+    """Nothing of any lend left: no reservation of ours, no lease label, a slurmd pod on
+    every lender and Slurm running each of them idle."""
+    if any(r.startswith("slurmkube-") for r in reservations(namespace)):
+        return False
+    if kube.list("v1", "Node", label_selector=LEASE):
+        return False
+    pods = kube.list(
+        "v1", "Pod", namespace=namespace, label_selector="app.kubernetes.io/name=slurmd"
+    )
+    if sorted(p["spec"].get("nodeName", "") for p in pods) != LENDERS:
+        return False
+    return set(slurm_states(namespace, LENDERS).values()) == {"idle"}
+
+
+def pods_on(kube: Kube, namespace: str, job: str, nodes: list[str]) -> bool:
+    pods = kube.list("v1", "Pod", namespace=namespace, label_selector=f"job-name={job}")
+    return (
+        started(pods, len(nodes)) and sorted(p["spec"].get("nodeName", "") for p in pods) == nodes
+    )
+
+
+@pytest.mark.parametrize(("step", "hit"), CRASH_POINTS)
 def test_killing_the_operator_between_steps_leaks_nothing(
+    kube: Kube, bridge: Bridge, operator: OperatorProcess, step: Step, hit: int
+) -> None:
+    """The operator exits right after `step` (its `hit`-th time); restarted, it finishes
+    the lend, and the return once the Job is deleted, with nothing leaked. A Slurm job on
+    three of the four lenders makes every lend pass through every step (WaitForIdle)."""
+    ns = bridge.namespace
+    job = f"crash-{step}-{hit}"
+    with armed_operator(operator, failpoint_value(step, hit)) as armed:
+        busy = ",".join(LENDERS[:3])
+        slurm_job = in_ctld(
+            ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 300"
+        ).strip()
+        wait_job(ns, slurm_job, {"RUNNING"})
+        kube.create(make_job(job, pods=2, seconds=600), namespace=ns)
+
+        armed.until(
+            lambda: "waits for Slurm jobs" in check_message(kube, ns, job, bridge.check),
+            "the lend waiting for the Slurm job",
+        )
+        in_ctld(ns, "scancel", slurm_job)
+        armed.until(
+            lambda: has_condition(workload_of(kube, ns, job), "Admitted"), "the workload admitted"
+        )
+        uid = wait_workload(kube, ns, job, lambda w: True, timeout=10)["metadata"]["uid"]
+        lent = leased_nodes(kube, uid)
+        assert len(lent) == 2 and LENDERS[3] in lent
+        assert sorted(reservations(ns)[f"slurmkube-{uid}"]) == lent
+        armed.until(lambda: pods_on(kube, ns, job, lent), f"the Job's pods running on {lent}")
+
+        kube.delete("batch/v1", "Job", job, namespace=ns)
+        armed.until(
+            lambda: bool(armed.exits) and converged(kube, ns),
+            "the nodes back in Slurm, nothing leaked",
+            timeout=150,
+        )
+        assert armed.exits == [FAILPOINT_EXIT_CODE], f"fail point {step}:{hit} not reached as such"
+
+
+def test_a_workload_deleted_while_the_operator_is_down_is_collected(
     kube: Kube, bridge: Bridge, operator: OperatorProcess
 ) -> None:
+    """Killed while the nodes are lent; the Job (and its Workload) deleted while it is down:
+    the lease and the reservation are collected as leaks once it is back."""
     ns = bridge.namespace
-    kube.create(make_job("crash", nodes=2, seconds=600), namespace=ns)
-    # Killed right after the reservation: the restarted operator finishes the lend.
-    uid = submitted_and_reserved(kube, ns, "crash")
-    operator.kill()
-    operator.start()
-    wait_workload(kube, ns, "crash", lambda w: has_condition(w, "Admitted"), timeout=90)
+    kube.create(make_job("crash", pods=2, seconds=600), namespace=ns)
+    admitted = wait_workload(kube, ns, "crash", lambda w: has_condition(w, "Admitted"), timeout=90)
+    uid = admitted["metadata"]["uid"]
     reserved = leased_nodes(kube, uid)
-    # Killed while the nodes are lent; the Job (and its Workload) deleted while it is down:
-    # the lease and the reservation are collected as leaks once it is back.
     operator.kill()
     kube.delete("batch/v1", "Job", "crash", namespace=ns)
     wait_for_list(
@@ -614,7 +756,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
     nodes while its check exists; once all is gone, no check names the cluster and
     the lease is found through the NodeSet that selects the node."""
     ns = bridge.namespace
-    kube.create(make_job("orphan", nodes=2, seconds=600), namespace=ns)
+    kube.create(make_job("orphan", pods=2, seconds=600), namespace=ns)
     admitted = wait_workload(kube, ns, "orphan", lambda w: has_condition(w, "Admitted"), timeout=90)
     uid = admitted["metadata"]["uid"]
     lent = leased_nodes(kube, uid)

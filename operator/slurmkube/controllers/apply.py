@@ -13,6 +13,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
+from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import API, Snapshot, scontrol_client
 from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling_status
 from slurmkube.kube.client import Kube
@@ -69,6 +70,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         created.setdefault(node_set, []).append(pod["metadata"]["labels"][wk.LABEL_NODE])
         metrics.SLURMD_PODS_CREATED.labels(cluster_obj["metadata"]["name"]).inc()
         log.info("slurmd pod created pod=%s", pod["metadata"]["name"])
+        reached(Step.SLURMD_POD_CREATED)
     # One event per NodeSet and reconcile, not per pod: a 10,000-node scale-out
     # must not write 10,000 events.
     for node_set, nodes in created.items():
@@ -86,17 +88,19 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 drain(slurm, node, "slurmd pod removal")
                 metrics.DRAINS.labels(cluster_obj["metadata"]["name"]).inc()
                 kube.event(cluster_obj, "Draining", f"draining {node} before its slurmd pod goes")
+                reached(Step.SLURMD_DRAINED)
             except SlurmError as err:
                 log.warning("drain failed node=%s error=%s", node, err)
         assert snap.observed.slurm_nodes is not None
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
-            if node not in plan.drain and node not in plan.rolling:
-                resume_if_ours(slurm, node)
+            if node not in plan.drain and node not in plan.rolling and resume_if_ours(slurm, node):
+                reached(Step.SLURMD_UNDRAINED)
         apply_scaling(kube, snap, plan)
     for name in plan.delete_pods:
         kube.delete("v1", "Pod", name, namespace)
         metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
         kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
+        reached(Step.SLURMD_POD_DELETED)
     conditions.append(_apply_kueue(kube, plan))
     config_applied = _reconfigure(kube, snap, plan)
     conditions += [*config_applied, topology_applied(config_applied[0], plan.topology_summary)]

@@ -31,6 +31,7 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec
 from slurmkube.controllers import handlers
+from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import (
     FLEET,
     scontrol_client,
@@ -384,9 +385,11 @@ def _apply(
     for release in plan.releases:
         for node in release.unlabel:
             kube.set_node_label(node, wk.LABEL_LEASE, None)
+            reached(Step.LEASE_UNLABELLED)
         if release.delete_reservation and cluster.rest is not None:
             try:
                 cluster.rest.delete_reservation(release.delete_reservation)
+                reached(Step.RESERVATION_DELETED)
             except SlurmNotFound:
                 pass
             except SlurmError as err:
@@ -454,13 +457,17 @@ def _apply(
                 lend.create.name,
                 ",".join(lend.create.nodes),
             )
+            reached(Step.RESERVATION_CREATED)
         failed = _requeue_jobs(kube, cluster, lend, raw)
         if failed and check is not None:
             check = replace(check, message=f"{check.message}; {failed}")
         for node in lend.label:
             kube.set_node_label(node, wk.LABEL_LEASE, lend.uid)
+            reached(Step.LEASE_LABELLED)
         if check is not None:
             written = _write_check(kube, raw, check)
+            if lend.waiting:
+                reached(Step.WAITING_FOR_IDLE)
             if written and check.state is CheckState.READY and raw is not None:
                 kube.event(raw, "NodesLent", check.message)
                 seconds = _since_quota_reserved(raw)
@@ -472,6 +479,7 @@ def _apply(
                         max(0.0, time.time() - since)
                     )
                 log.info("check ready workload=%s/%s", check.namespace, check.workload)
+                reached(Step.CHECK_READY)
 
 
 def _requeue_jobs(kube: Kube, cluster: _Cluster, lend: Lend, raw: Manifest | None) -> str:

@@ -30,6 +30,7 @@ from slurmkube.lending.model import (
 )
 from slurmkube.lending.plan import gang_of, placement_state, plan_lending
 from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
+from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.lending.workload import our_check, workload_view
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "LendingPolicy",
     "LendingWorld",
     "NewReservation",
+    "NodeSizing",
     "NodeView",
     "PodSetView",
     "Release",
@@ -57,6 +59,7 @@ __all__ = [
     "plan_lending",
     "protecting_priority",
     "reservation_name",
+    "size_lend",
     "uid_of_reservation",
     "workload_view",
 ]

@@ -47,6 +47,7 @@ from slurmkube.lending.model import (
     uid_of_reservation,
 )
 from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
+from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, Snapshot, Verdict, place
 
 # Slurm starts nothing new on reserved nodes for other users, and a reservation
@@ -67,6 +68,7 @@ def plan_lending(world: LendingWorld) -> LendingPlan:
         nodes={n.name: n for n in world.nodes},
         reservations={r.name: r for r in world.reservations},
         snapshots={p.check: _snapshot(world.nodes, p) for p in world.checks},
+        pool_gpus={p.check: frozenset(n.gpus for n in _pool(world.nodes, p)) for p in world.checks},
     )
     for w in holding.values():
         state.lent_by_check[w.check] = state.lent_by_check.get(w.check, 0) + len(
@@ -101,6 +103,7 @@ class _Round:
     nodes: dict[str, NodeView]
     reservations: dict[str, ReservationView]
     snapshots: dict[str, Snapshot]
+    pool_gpus: dict[str, frozenset[int]]  # GPU counts of the nodes each check lends from
     lent_by_check: dict[str, int] = field(default_factory=dict)
 
 
@@ -165,8 +168,8 @@ def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:
 
 
 def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
-    gang = gang_of(w, policy)
-    if gang is None:
+    sizing = size_lend(w.pod_sets, state.pool_gpus[policy.check])
+    if sizing is None:
         return Lend(
             w.uid,
             check=_update(
@@ -176,6 +179,7 @@ def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
                 "the Slurm reservation check lends whole GPU nodes",
             ),
         )
+    gang = gang_of(w, sizing, policy)
     if policy.max_nodes is not None:
         if gang.nodes > policy.max_nodes:
             return Lend(
@@ -223,8 +227,8 @@ def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
         check=_update(
             w,
             CheckState.PENDING,
-            f"reserved {', '.join(sorted(decision.nodes))} in Slurm ({decision.message}); "
-            + next_step,
+            f"reserved {', '.join(sorted(decision.nodes))} in Slurm for {sizing.describe()} "
+            f"({decision.message}); " + next_step,
         ),
         placed=decision.message,
     )
@@ -302,22 +306,25 @@ def _ready(w: WorkloadView, policy: LendingPolicy, nodes: Iterable[str]) -> Chec
 # --- helpers ---------------------------------------------------------------------------
 
 
-def gang_of(w: WorkloadView, policy: LendingPolicy | None = None) -> GangRequest | None:
-    """One node per GPU pod, every node with at least the largest per-pod GPU count."""
-    gpu_sets = [ps for ps in w.pod_sets if ps.gpus_per_pod > 0 and ps.count > 0]
-    if not gpu_sets:
-        return None
-    single = any(ps.single_block for ps in gpu_sets)
+def gang_of(
+    w: WorkloadView, sizing: NodeSizing, policy: LendingPolicy | None = None
+) -> GangRequest:
+    """The placement request of a workload sized by `size_lend`."""
+    single = any(ps.single_block for ps in w.pod_sets if ps.gpus_per_pod > 0 and ps.count > 0)
     return GangRequest(
         name=f"{w.namespace}/{w.name}",
-        nodes=sum(ps.count for ps in gpu_sets),
-        gpus_per_node=max(ps.gpus_per_pod for ps in gpu_sets),
+        nodes=sizing.nodes,
+        gpus_per_node=sizing.gpus_per_node,
         block_policy=BlockPolicy.SINGLE_BLOCK if single else BlockPolicy.MIN_BLOCKS,
         # Busy Slurm nodes may be chosen (last), and waited for; under Requeue, those
         # whose jobs may be requeued before those whose jobs must be waited for.
         allow_busy=True,
         prefer_busy_below=policy.requeue.below_priority if policy and policy.requeue else None,
     )
+
+
+def _pool(nodes: Iterable[NodeView], policy: LendingPolicy) -> Iterable[NodeView]:
+    return (n for n in nodes if policy.lends_from(n.node_set))
 
 
 def _snapshot(nodes: Iterable[NodeView], policy: LendingPolicy) -> Snapshot:
@@ -330,8 +337,7 @@ def _snapshot(nodes: Iterable[NodeView], policy: LendingPolicy) -> Snapshot:
             busy_priority=protecting_priority(n),
             busy_until=n.busy_until,
         )
-        for n in nodes
-        if policy.lends_from(n.node_set)
+        for n in _pool(nodes, policy)
     )
 
 
