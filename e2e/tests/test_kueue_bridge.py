@@ -536,7 +536,7 @@ def test_requeue_frees_the_nodes_of_a_lower_priority_job_and_leaves_a_higher_one
     with busy_nodes_policy(
         kube, bridge, policy="Requeue", graceSeconds=5, requeueBelowPriority=1000
     ):
-        kube.create(make_job("requeues", nodes=2, seconds=5), namespace=ns)
+        kube.create(make_job("requeues", pods=2, seconds=5), namespace=ns)
         admitted = wait_workload(
             kube, ns, "requeues", lambda w: has_condition(w, "Admitted"), timeout=120
         )
@@ -567,7 +567,7 @@ def test_requeue_waits_for_a_job_at_or_above_the_priority_and_never_requeues_it(
     with busy_nodes_policy(
         kube, bridge, policy="Requeue", graceSeconds=0, requeueBelowPriority=1000
     ):
-        kube.create(make_job("protected", nodes=2, seconds=5), namespace=ns)
+        kube.create(make_job("protected", pods=2, seconds=5), namespace=ns)
         waiting = wait_workload(
             kube,
             ns,

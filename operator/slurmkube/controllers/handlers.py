@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import TopologySpec
 from slurmkube.controllers.apply import apply_plan, propagation_left, write_status
-from slurmkube.controllers.observe import observe, slurm_fingerprint
+from slurmkube.controllers.observe import NodeEntry, node_entry, observe, slurm_fingerprint
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.render.cluster import plan_cluster
@@ -54,6 +55,8 @@ class _OperatorState:
     wake: dict[tuple[str, str], float] = field(default_factory=dict)
     # Per Node: node_fingerprint of the last event that marked clusters dirty.
     nodes: dict[str, int] = field(default_factory=dict)
+    # Per Node: the fleet_nodes index entry and the fingerprint it was made from.
+    entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
     # Autoscaled clusters: when to look at Slurm's nodes next, and what they were.
     poll: dict[tuple[str, str], float] = field(default_factory=dict)
     fingerprints: dict[tuple[str, str], int | None] = field(default_factory=dict)
@@ -141,6 +144,19 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
         raise kopf.TemporaryError(f"{len(left)} slurmd pods still draining", delay=5)
 
 
+@kopf.index("", "v1", "nodes")
+def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
+    """Every Node as the reconcile reads it, kept by the Node watch (an informer's
+    cache): kopf fills it from the initial list before any handler or timer runs,
+    and drops a deleted Node's entry. Converted again only when the Node changed
+    what the reconcile reads; heartbeats reuse the entry."""
+    fingerprint = node_fingerprint(body)
+    cached = State.entries.get(name)
+    if cached is None or cached[0] != fingerprint:
+        cached = State.entries[name] = (fingerprint, node_entry(dict(body)))
+    return {name: cached[1]}
+
+
 @kopf.on.event("", "v1", "nodes")
 def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     """A node that appeared, went, or changed what the reconcile reads marks every
@@ -148,6 +164,7 @@ def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     name = body["metadata"]["name"]
     if type == "DELETED":
         State.nodes.pop(name, None)
+        State.entries.pop(name, None)
     else:
         fingerprint = node_fingerprint(body)
         if State.nodes.get(name) == fingerprint:
@@ -157,9 +174,16 @@ def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         _mark(key)
 
 
+def _nodes_now(index: kopf.Index[str, NodeEntry]) -> dict[str, NodeEntry]:
+    """A copy the reconcile thread may read while the event loop updates the index."""
+    return {name: entry for name, store in index.items() for entry in store}
+
+
 # Fine enough for a debounce of a fraction of a second; each tick is a few dict reads.
 @kopf.timer(GROUP, VERSION, "slurmclusters", interval=0.2, sharp=False)
-async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> None:
+async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
+    # kopf passes each index by its function's name.
+    index: kopf.Index[str, NodeEntry] = kwargs["fleet_nodes"]
     key = (namespace or "default", name)
     State.last.setdefault(key, 0.0)
     now = time.monotonic()
@@ -186,7 +210,7 @@ async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **_
         # Events from here on belong to the next reconcile, which reads them.
         State.dirty.pop(key, None)
         State.last[key] = time.monotonic()
-        await asyncio.to_thread(reconcile, *key)
+        await asyncio.to_thread(reconcile, *key, _nodes_now(index))
 
 
 def _slurm_changed(namespace: str, name: str) -> bool:
@@ -196,12 +220,12 @@ def _slurm_changed(namespace: str, name: str) -> bool:
     return fingerprint is None or fingerprint != before
 
 
-def reconcile(namespace: str, name: str) -> None:
+def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None:
     kube = _kube()
     started = time.monotonic()
     try:
         with metrics.RECONCILE_SECONDS.labels(name).time():
-            snap = observe(kube, namespace, name)
+            snap = observe(kube, namespace, name, nodes)
             if snap is None:
                 return
             plan = plan_cluster(snap.observed)

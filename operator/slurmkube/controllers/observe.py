@@ -7,6 +7,7 @@ import logging
 import os
 import secrets
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,32 @@ class FleetCache:
             node = None
         self.entries[meta["name"]] = (version, node)
         return node
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEntry:
+    """What a cluster reconcile reads of one Kubernetes Node: the node as the fleet
+    model sees it (None: unusable labels or resources), and why it may not run
+    slurmd (None: it may)."""
+
+    fleet: FleetNode | None
+    unavailable: str | None
+
+
+def node_entry(raw: Manifest) -> NodeEntry:
+    """Converted once per Node event, by the operator's Node index (controllers/handlers.py)."""
+    try:
+        node: FleetNode | None = fleet_node(KubeNode.model_validate(raw))
+    except (ValidationError, InvalidValue) as err:
+        log.warning("node skipped node=%s error=%s", raw["metadata"]["name"], err)
+        node = None
+    labels = raw["metadata"].get("labels") or {}
+    unavailable = None
+    if wk.LABEL_LEASE in labels:
+        unavailable = f"lent to Kueue workload {labels[wk.LABEL_LEASE]}"
+    elif (raw.get("spec") or {}).get("unschedulable"):
+        unavailable = "cordoned"
+    return NodeEntry(node, unavailable)
 
 
 FLEET = FleetCache({})
@@ -213,7 +240,11 @@ def _node_set(raw: Manifest) -> NodeSet:
     return node_set
 
 
-def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
+def observe(
+    kube: Kube, namespace: str, name: str, nodes: Mapping[str, NodeEntry]
+) -> Snapshot | None:
+    """One cluster's world. `nodes` is every Kubernetes Node, from the operator's
+    watch-fed index: a reconcile lists no Nodes, so it costs the same at 10,000."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
     if cluster_obj is None:
         return None
@@ -228,19 +259,9 @@ def observe(kube: Kube, namespace: str, name: str) -> Snapshot | None:
     bundle = ClusterBundle(
         cluster, tuple(_node_set(node_set_objs[n]) for n in sorted(node_set_objs))
     )
-    fleet: list[FleetNode] = []
-    unavailable: dict[str, str] = {}
-    for raw in kube.iter_items("v1", "Node", None):
-        converted = FLEET.convert(raw)
-        if converted is not None:
-            fleet.append(converted)
-        labels = raw["metadata"].get("labels") or {}
-        if wk.LABEL_LEASE in labels:
-            unavailable[raw["metadata"]["name"]] = (
-                f"lent to Kueue workload {labels[wk.LABEL_LEASE]}"
-            )
-        elif (raw.get("spec") or {}).get("unschedulable"):
-            unavailable[raw["metadata"]["name"]] = "cordoned"
+    # By name, as a Node list returns them.
+    fleet = [e.fleet for _, e in sorted(nodes.items()) if e.fleet is not None]
+    unavailable = {n: e.unavailable for n, e in nodes.items() if e.unavailable is not None}
     selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
     pods = [_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector)]
     database = _database_credentials(kube, namespace, cluster)
