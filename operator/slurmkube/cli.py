@@ -55,7 +55,7 @@ def _render(args: argparse.Namespace) -> int:
 
 def _topology(args: argparse.Namespace) -> int:
     from slurmkube.api.documents import ClusterBundle
-    from slurmkube.render.files import render_topology_conf
+    from slurmkube.render.files import render_topology_conf, render_topology_yaml
     from slurmkube.topology.kueue import kueue_topology, resource_flavors
 
     try:
@@ -73,17 +73,20 @@ def _topology(args: argparse.Namespace) -> int:
                 docs = docs[:1]
             print(yaml.safe_dump_all(docs, sort_keys=False), end="")
             return 0
-        cluster = bundle.cluster.model_copy(
-            update={
-                "spec": bundle.cluster.spec.model_copy(
-                    update={"topology": spec.model_copy(update={"plugin": args.format})}
-                )
-            }
-        )
+        cluster = bundle.cluster
+        if args.format != "yaml":
+            cluster = cluster.model_copy(
+                update={
+                    "spec": cluster.spec.model_copy(
+                        update={"topology": spec.model_copy(update={"plugin": args.format})}
+                    )
+                }
+            )
         config = plan_config(ClusterBundle(cluster, bundle.node_sets), nodes)
     except (DocumentError, InvalidValue) as err:
         raise UsageError(str(err)) from err
-    print(render_topology_conf(config), end="")
+    render = render_topology_yaml if args.format == "yaml" else render_topology_conf
+    print(render(config), end="")
     topo = config.topology
     notes = [
         f"{len(topo.nodes_without_domain)} nodes without an NVLink domain label"
@@ -195,7 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topology.add_argument("--nodes", required=True, help="YAML of Node objects")
     topology.add_argument("--cluster", help="YAML with a SlurmCluster and its NodeSets")
-    topology.add_argument("--format", choices=["block", "tree", "kueue"], default="block")
+    topology.add_argument(
+        "--format",
+        choices=["block", "tree", "yaml", "kueue"],
+        default="block",
+        help="topology.conf as block or tree, topology.yaml (Slurm 25.05+: both, "
+        "the cluster's plugin as default), or the Kueue Topology and ResourceFlavors",
+    )
     topology.set_defaults(func=_topology)
 
     crd = sub.add_parser("crds", help="write the CRDs generated from the API models")

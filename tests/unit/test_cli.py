@@ -111,6 +111,25 @@ def test_topology_tree_without_a_cluster_uses_default_label_keys(
     assert "SwitchName=spine-01 Switches=leaf-[01-02]" in out
 
 
+def test_topology_yaml_holds_the_blocks_and_the_tree_with_the_plugin_as_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(
+        capsys, "topology", "--nodes", str(EXAMPLES / "fleet-nodes.yaml"), "--format", "yaml"
+    )
+    assert code == 0
+    assert out.startswith("# Rendered by slurmkube")
+    nvlink, network = yaml.safe_load(out)
+    # topology(5): `topology` must be the first attribute.
+    assert list(nvlink)[:2] == ["topology", "cluster_default"]
+    assert (nvlink["topology"], nvlink["cluster_default"]) == ("nvlink", True)
+    assert nvlink["block"]["blocks"] and all(
+        set(b) == {"block", "nodes"} for b in nvlink["block"]["blocks"]
+    )
+    assert (network["topology"], network["cluster_default"]) == ("network", False)
+    assert {"switch": "spine-01", "children": "leaf-[01-02]"} in network["tree"]["switches"]
+
+
 def test_version_names_slurm(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "version")
     assert code == 0

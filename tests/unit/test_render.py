@@ -7,6 +7,7 @@ import re
 import string
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from slurmkube.api import grammar
 from slurmkube.api.documents import DocumentError, parse_cluster
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.render import plan_config, render_files
+from slurmkube.render.files import render_topology_yaml
 from slurmkube.testing.builders import NodeBuilder, bundle, cluster_docs, nvl_fleet
 
 # Every non-comment line of every file we render has this shape: directives of
@@ -77,10 +79,13 @@ def test_output_is_identical_for_any_node_order(rnd: random.Random) -> None:
     nodes = nvl_fleet(domains=3, per_domain=5) + [
         NodeBuilder(f"spare-{i}").gpus(8, "NVIDIA-H100").obj() for i in range(3)
     ]
-    expected = render_files(plan_config(bundle(block_size=4), nodes)).files
+    config = plan_config(bundle(block_size=4), nodes)
+    expected = render_files(config).files
     shuffled = list(nodes)
     rnd.shuffle(shuffled)
-    assert render_files(plan_config(bundle(block_size=4), shuffled)).files == expected
+    config_shuffled = plan_config(bundle(block_size=4), shuffled)
+    assert render_files(config_shuffled).files == expected
+    assert render_topology_yaml(config_shuffled) == render_topology_yaml(config)
 
 
 label_value = st.text(alphabet=string.printable + "ünï€", min_size=0, max_size=80)
@@ -99,11 +104,23 @@ def test_no_label_or_name_can_inject_a_line(
     node = NodeBuilder("gpu-1").clique(clique).gpus(4, product).tiers(leaf, "spine").obj()
     other = NodeBuilder(name if name else "x").clique(clique).obj()
     try:
-        files = render_files(plan_config(bundle(block_size=1), [node, other])).files
+        config = plan_config(bundle(block_size=1), [node, other])
+        files = render_files(config).files
     except InvalidValue as err:
         assert "Node " in str(err)  # names the object and the field
         return
     assert_well_formed(dict(files))
+    # topology.yaml: dumped, so a value can never add a key, a topology or a line.
+    topologies = yaml.safe_load(render_topology_yaml(config))
+    for t in topologies:
+        assert set(t) <= {"topology", "cluster_default", "block", "tree", "flat"}
+        for entry in [
+            *t.get("block", {}).get("blocks", []),
+            *t.get("tree", {}).get("switches", []),
+        ]:
+            assert set(entry) <= {"block", "switch", "children", "nodes"}
+            for value in entry.values():
+                assert "\n" not in value
     # Every label-derived token re-validates: nothing unvalidated got through.
     for line in files["topology.conf"].splitlines():
         for key in ("BlockName", "SwitchName"):
