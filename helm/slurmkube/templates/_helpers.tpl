@@ -78,8 +78,9 @@ cannot drift apart. Every verb says why; no wildcards.
   resources: [pods]
   # get/list/watch: slurmd and daemon pods, and which node each runs on.
   # create/patch: slurmd pods by server-side apply (an apply that creates
-  # needs create as well as patch). delete: a slurmd pod, only after its node
-  # drained.
+  # needs create as well as patch); patch also sets the slurmctld pod's
+  # slurmkube.io/config-hash annotation, which makes the kubelet sync its
+  # config volume at once. delete: a slurmd pod, only after its node drained.
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/status]
