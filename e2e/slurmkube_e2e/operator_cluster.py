@@ -84,10 +84,10 @@ def in_ctld(namespace: str, *argv: str) -> str:
     return in_pod(namespace, "local-slurmctld-0", *argv)
 
 
-def in_pod(namespace: str, pod: str, *argv: str) -> str:
-    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere)."""
+def _runtime(*argv: str) -> str:
+    """The local runtime's CLI (`python -m slurmkube_e2e logs|exec ...`); its stdout."""
     proc = subprocess.run(
-        [sys.executable, "-m", "slurmkube_e2e", "exec", "-n", namespace, pod, "--", *argv],
+        [sys.executable, "-m", "slurmkube_e2e", *argv],
         capture_output=True,
         text=True,
         timeout=60,
@@ -97,17 +97,14 @@ def in_pod(namespace: str, pod: str, *argv: str) -> str:
     return proc.stdout
 
 
+def in_pod(namespace: str, pod: str, *argv: str) -> str:
+    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere)."""
+    return _runtime("exec", "-n", namespace, pod, "--", *argv)
+
+
 def pod_log(namespace: str, pod: str, container: str) -> str:
     """A container's log on the local runtime (what `kubectl logs` does elsewhere)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "slurmkube_e2e", "logs", "-n", namespace, pod, "-c", container],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, f"logs {pod}/{container}: {proc.stdout}{proc.stderr}"
-    return proc.stdout
+    return _runtime("logs", "-n", namespace, pod, "-c", container)
 
 
 def job_state(namespace: str, job: str, ctld: str = "local-slurmctld-0") -> tuple[str, str]:

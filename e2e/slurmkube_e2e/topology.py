@@ -1,4 +1,4 @@
-"""Reading Slurm's block topology back, for e2e tests and benchmarks.
+"""Topology e2e: a cluster over simulated and local nodes, and Slurm's topology read back.
 
 `topology.conf` (as rendered into the ConfigMap) and `scontrol show topology`
 (what slurmctld has in force) both name each block as `BlockName=<name> ...
@@ -9,11 +9,20 @@ from "applied".
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from slurmkube.slurm.hostlist import expand
 from slurmkube.slurm.topology_text import TopologyRecord, parse_topology
-from slurmkube_e2e.kube import Kube
-from slurmkube_e2e.operator_cluster import in_ctld, pod_log
+from slurmkube_e2e import fleet
+from slurmkube_e2e.cluster import wait_nodes_ready
+from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.operator_cluster import API, LOCAL, docs, in_ctld, pod_log, ready_cluster
+from slurmkube_e2e.waiting import wait_for, wait_gone
+
+HOSTNAME = "kubernetes.io/hostname"
 
 _BLOCK = re.compile(r"^\s*BlockName=(\S+)(?:\s.*)?\sNodes=(\S+)", re.MULTILINE)
 
@@ -48,3 +57,66 @@ def reloads(namespace: str) -> int:
 
 def block_of(blocks: dict[str, frozenset[str]], node: str) -> str | None:
     return next((name for name, nodes in blocks.items() if node in nodes), None)
+
+
+def cluster_docs(
+    namespace: str, sim_fleet: str, local_nodes: Mapping[str, Any], topology: Manifest
+) -> list[Manifest]:
+    """SlurmCluster `local` with `topology`; NodeSet `local` on `local_nodes` (real
+    slurmd, the only partition, so jobs run there); NodeSet `sim` over the simulated
+    fleet with zero replicas (State=CLOUD: in slurm.conf and topology.conf, no slurmd)."""
+    cluster, local = docs(namespace, replicas=len(local_nodes))
+    cluster["spec"]["topology"] = topology
+    cluster["spec"]["partitions"] = [{"name": "local", "nodeSets": ["local"], "default": True}]
+    local["spec"]["nodeSelector"] = {
+        "matchLabels": LOCAL,
+        "matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": sorted(local_nodes)}],
+    }
+    sim: Manifest = {
+        "apiVersion": API,
+        "kind": "NodeSet",
+        "metadata": {"name": "sim", "namespace": namespace},
+        "spec": {
+            "clusterRef": "local",
+            "nodeSelector": {"matchLabels": {fleet.FLEET_LABEL: sim_fleet}},
+            "replicas": 0,
+        },
+    }
+    return [cluster, local, sim]
+
+
+@contextmanager
+def fleet_cluster(
+    kube: Kube,
+    kubeconfig: Path,
+    namespace: str,
+    spec: fleet.FleetSpec,
+    *,
+    sim_labels: Callable[[fleet.SimulatedNode], dict[str, str]],
+    local_labels: Mapping[str, dict[str, str]],
+    topology: Manifest,
+) -> Iterator[None]:
+    """A Ready cluster (`cluster_docs`) over kwok nodes of `spec` and labelled local
+    nodes; afterwards the namespace, the kwok nodes and the test labels are gone."""
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    try:
+        for sim in fleet.layout(spec):
+            manifest = fleet.node_manifest(spec, sim)
+            manifest["metadata"]["labels"] |= sim_labels(sim)
+            kube.create(manifest)
+        wait_nodes_ready(kubeconfig, [n.name for n in fleet.layout(spec)], timeout=120)
+        for node, labels in local_labels.items():
+            kube.patch("v1", "Node", node, {"metadata": {"labels": labels}})
+        wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+        for doc in cluster_docs(namespace, spec.name, local_labels, topology):
+            kube.apply(doc)
+        ready_cluster(kube, namespace)
+        yield
+    finally:
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        for sim in fleet.layout(spec):
+            kube.delete("v1", "Node", sim.name)
+        for node, labels in local_labels.items():
+            unset = dict.fromkeys(labels)
+            kube.patch("v1", "Node", node, {"metadata": {"labels": unset}})

@@ -17,24 +17,19 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from slurmkube_e2e import fleet
 from slurmkube_e2e.builders import make_job
-from slurmkube_e2e.cluster import wait_nodes_ready
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.operator_cluster import (
     API,
-    LOCAL,
-    docs,
     in_ctld,
     job_state,
-    ready_cluster,
     wait_job,
 )
-from slurmkube_e2e.topology import block_of, ctld_identity, slurm_blocks
+from slurmkube_e2e.topology import block_of, ctld_identity, fleet_cluster, slurm_blocks
 from slurmkube_e2e.waiting import (
     condition,
     eventually,
@@ -72,27 +67,6 @@ class Fleet:
         return f"{self.spec.name}-{domain:03d}-{index:02d}"
 
 
-def cluster_docs(namespace: str, sim_fleet: str) -> list[Manifest]:
-    cluster, local = docs(namespace, replicas=len(LOCAL_DOMAINS))
-    cluster["spec"]["topology"] = {"blockSize": 8, "nvlinkDomainLabel": DOMAIN}
-    cluster["spec"]["partitions"] = [{"name": "local", "nodeSets": ["local"], "default": True}]
-    local["spec"]["nodeSelector"] = {
-        "matchLabels": LOCAL,
-        "matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": sorted(LOCAL_DOMAINS)}],
-    }
-    sim: dict[str, Any] = {
-        "apiVersion": API,
-        "kind": "NodeSet",
-        "metadata": {"name": "sim", "namespace": namespace},
-        "spec": {
-            "clusterRef": "local",
-            "nodeSelector": {"matchLabels": {fleet.FLEET_LABEL: sim_fleet}},
-            "replicas": 0,
-        },
-    }
-    return [cluster, local, sim]
-
-
 def label_domain(kube: Kube, node: str, domain: str | None) -> None:
     kube.patch("v1", "Node", node, {"metadata": {"labels": {DOMAIN: domain}}})
 
@@ -103,37 +77,26 @@ def topo(kube: Kube, kubeconfig: Path, operator: None) -> Iterator[Fleet]:
     namespace = f"e2e-topology-{suffix}"
     spec = fleet.FleetSpec(name=f"topo-{suffix}", nvl_domains=4, nodes_per_domain=16)
     domains = {n.name: f"nvl{n.domain}" for n in fleet.layout(spec)}
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    try:
-        for node in fleet.layout(spec):
-            manifest = fleet.node_manifest(spec, node)
-            manifest["metadata"]["labels"][DOMAIN] = domains[node.name]
-            kube.create(manifest)
-        wait_nodes_ready(kubeconfig, list(domains), timeout=120)
-        for node, domain in LOCAL_DOMAINS.items():
-            label_domain(kube, node, domain)
-        wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-        for doc in cluster_docs(namespace, spec.name):
-            kube.apply(doc)
-        ready_cluster(kube, namespace)
+    with fleet_cluster(
+        kube,
+        kubeconfig,
+        namespace,
+        spec,
+        sim_labels=lambda n: {DOMAIN: domains[n.name]},
+        local_labels={node: {DOMAIN: domain} for node, domain in LOCAL_DOMAINS.items()},
+        topology={"blockSize": 8, "nvlinkDomainLabel": DOMAIN},
+    ):
         yield Fleet(namespace, spec, domains | LOCAL_DOMAINS)
-    finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
-        for node in fleet.layout(spec):
-            kube.delete("v1", "Node", node.name)
-        for node in LOCAL_DOMAINS:
-            label_domain(kube, node, None)
-        # The operator deletes its cluster-scoped Kueue objects with the SlurmCluster.
-        for kind in ("Topology", "ResourceFlavor"):
-            wait_for_list(
-                kube,
-                KUEUE,
-                kind,
-                lambda items: not items,
-                label_selector=f"slurmkube.io/namespace={namespace}",
-                what="deleted with the SlurmCluster",
-            )
+    # The operator deletes its cluster-scoped Kueue objects with the SlurmCluster.
+    for kind in ("Topology", "ResourceFlavor"):
+        wait_for_list(
+            kube,
+            KUEUE,
+            kind,
+            lambda items: not items,
+            label_selector=f"slurmkube.io/namespace={namespace}",
+            what="deleted with the SlurmCluster",
+        )
 
 
 def wait_blocks(topo: Fleet) -> dict[str, frozenset[str]]:

@@ -14,25 +14,20 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from slurmkube.slurm.topology_text import TopologyRecord
 from slurmkube_e2e import fleet
-from slurmkube_e2e.cluster import wait_nodes_ready
-from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator_cluster import (
     API,
-    LOCAL,
-    docs,
     in_ctld,
     job_state,
-    ready_cluster,
     wait_job,
 )
-from slurmkube_e2e.topology import ctld_identity, slurm_topology
-from slurmkube_e2e.waiting import condition, eventually, wait_for, wait_gone
+from slurmkube_e2e.topology import ctld_identity, fleet_cluster, slurm_topology
+from slurmkube_e2e.waiting import condition, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -68,27 +63,6 @@ def shown_like(shown: dict[str, TopologyRecord], want: dict[str, TopologyRecord]
     )
 
 
-def cluster_docs(namespace: str, sim_fleet: str) -> list[Manifest]:
-    cluster, local = docs(namespace, replicas=len(LOCAL_LEAVES))
-    cluster["spec"]["topology"] = {"plugin": "tree", "tierLabels": [LEAF, SPINE]}
-    cluster["spec"]["partitions"] = [{"name": "local", "nodeSets": ["local"], "default": True}]
-    local["spec"]["nodeSelector"] = {
-        "matchLabels": LOCAL,
-        "matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": sorted(LOCAL_LEAVES)}],
-    }
-    sim: dict[str, Any] = {
-        "apiVersion": API,
-        "kind": "NodeSet",
-        "metadata": {"name": "sim", "namespace": namespace},
-        "spec": {
-            "clusterRef": "local",
-            "nodeSelector": {"matchLabels": {fleet.FLEET_LABEL: sim_fleet}},
-            "replicas": 0,
-        },
-    }
-    return [cluster, local, sim]
-
-
 def label(kube: Kube, node: str, labels: dict[str, str | None]) -> None:
     kube.patch("v1", "Node", node, {"metadata": {"labels": labels}})
 
@@ -96,30 +70,19 @@ def label(kube: Kube, node: str, labels: dict[str, str | None]) -> None:
 @pytest.fixture(scope="module")
 def tree(kube: Kube, kubeconfig: Path, operator: None) -> Iterator[Tree]:
     suffix = secrets.token_hex(2)
-    namespace = f"e2e-tree-{suffix}"
     spec = fleet.FleetSpec(name=f"tree-{suffix}", nvl_domains=2, nodes_per_domain=4)
     sim_leaves = {n.name: ("la", "lb")[n.domain] for n in fleet.layout(spec)}
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    try:
-        for node in fleet.layout(spec):
-            manifest = fleet.node_manifest(spec, node)
-            manifest["metadata"]["labels"] |= {LEAF: sim_leaves[node.name], SPINE: "s1"}
-            kube.create(manifest)
-        wait_nodes_ready(kubeconfig, list(sim_leaves), timeout=120)
-        for node, leaf in LOCAL_LEAVES.items():
-            label(kube, node, {LEAF: leaf, SPINE: "s1"})
-        wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-        for doc in cluster_docs(namespace, spec.name):
-            kube.apply(doc)
-        ready_cluster(kube, namespace)
+    namespace = f"e2e-tree-{suffix}"
+    with fleet_cluster(
+        kube,
+        kubeconfig,
+        namespace,
+        spec,
+        sim_labels=lambda n: {LEAF: sim_leaves[n.name], SPINE: "s1"},
+        local_labels={node: {LEAF: leaf, SPINE: "s1"} for node, leaf in LOCAL_LEAVES.items()},
+        topology={"plugin": "tree", "tierLabels": [LEAF, SPINE]},
+    ):
         yield Tree(namespace, sim_leaves | LOCAL_LEAVES)
-    finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
-        for node in fleet.layout(spec):
-            kube.delete("v1", "Node", node.name)
-        for node in LOCAL_LEAVES:
-            label(kube, node, {LEAF: None, SPINE: None})
 
 
 def wait_switches(tree: Tree) -> dict[str, TopologyRecord]:
