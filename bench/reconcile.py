@@ -36,7 +36,7 @@ from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator import OperatorProcess
+from slurmkube_e2e.operator import OperatorProcess, host_operator_env
 from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,14 +45,7 @@ BENCH_FLEET = "bench"
 
 
 def operator_env(kubeconfig: Path) -> dict[str, str]:
-    return dict(
-        os.environ,
-        KUBECONFIG=str(kubeconfig),
-        SLURMKUBE_OPERATOR_NAMESPACE="default",
-        SLURMKUBE_POD_IP_ENDPOINTS="1",
-        SLURMKUBE_CONFIG_PROPAGATION_SECONDS="12",
-        SLURMKUBE_OPERATOR_IDENTITY="bench-operator",
-    )
+    return dict(os.environ, **host_operator_env(kubeconfig, "bench-operator"))
 
 
 def poll(what: str, check: Callable[[], bool], timeout: float, every: float = 0.2) -> float:

@@ -33,6 +33,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -311,6 +312,7 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--burst", type=int, default=100)
     parser.add_argument("--propagation", type=float, default=12.0)
+    parser.add_argument("--keep-log", type=Path, help="copy the operator's log here")
     parser.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -355,6 +357,8 @@ def follow_main(args: argparse.Namespace) -> int:
         finally:
             if operator.stop() not in (0, -15, None):
                 print(operator.tail(), file=sys.stderr)
+            if args.keep_log:
+                shutil.copyfile(log, args.keep_log)
     return 0
 
 

@@ -25,7 +25,7 @@ from slurmkube_e2e import processes
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator import OPERATOR_ARGV
+from slurmkube_e2e.operator import OPERATOR_ARGV, host_operator_env
 from slurmkube_e2e.operator_cluster import API, in_pod, job_state
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
@@ -50,15 +50,7 @@ def _operator(layout: Layout, kubeconfig: Path) -> processes.Process:
         argv=OPERATOR_ARGV,
         pid_dir=layout.pids,
         log_dir=layout.logs,
-        env=(
-            ("KUBECONFIG", str(kubeconfig)),
-            ("SLURMKUBE_OPERATOR_NAMESPACE", OPERATOR_NAMESPACE),
-            # The host is outside the pod network's DNS: the operator dials pod IPs.
-            ("SLURMKUBE_POD_IP_ENDPOINTS", "1"),
-            # The local runtime refreshes ConfigMap volumes every 5 s, not kubelet's minute.
-            ("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "12"),
-            ("SLURMKUBE_OPERATOR_IDENTITY", "demo-operator"),
-        ),
+        env=tuple(host_operator_env(kubeconfig, "demo-operator", OPERATOR_NAMESPACE).items()),
     )
 
 

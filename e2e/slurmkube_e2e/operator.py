@@ -7,6 +7,7 @@ crash-consistency is judged: a reconcile cut short must be finished by the next.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,28 @@ OPERATOR_ARGV = (
     "--health-port",
     "0",
 )
+
+
+def host_operator_env(
+    kubeconfig: Path, identity: str, namespace: str = "default"
+) -> dict[str, str]:
+    """What an operator on the host needs that one in a pod gets from its pod."""
+    return {
+        "KUBECONFIG": str(kubeconfig),
+        "SLURMKUBE_OPERATOR_NAMESPACE": namespace,
+        # The host is outside the pod network's DNS: the operator dials pod IPs.
+        "SLURMKUBE_POD_IP_ENDPOINTS": "1",
+        # Only the backstop reconfigure waits this long; the local runtime
+        # refreshes ConfigMap volumes every 5 s, not the kubelet's minute.
+        "SLURMKUBE_CONFIG_PROPAGATION_SECONDS": "12",
+        # A restart keeps its leader lease, as a restarted container does.
+        "SLURMKUBE_OPERATOR_IDENTITY": identity,
+        # scontrol (reservations, topology and config reads): the local Slurm build.
+        "SLURMKUBE_SLURM_PREFIX": os.environ.get(
+            "SLURMKUBE_SLURM_PREFIX",
+            str(Path.home() / ".cache" / "slurmkube" / "slurm" / "24.11.5"),
+        ),
+    }
 
 
 class OperatorProcess:

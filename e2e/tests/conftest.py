@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator import OperatorProcess
+from slurmkube_e2e.operator import OperatorProcess, host_operator_env
 from slurmkube_e2e.waiting import wait_for
 
 TEST_LABEL = "e2e.slurmkube.io/test"
@@ -91,22 +91,7 @@ def operator(
         kube.apply(yaml.safe_load(path.read_text()))
     kube._dynamic.resources.invalidate_cache()
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = dict(
-        os.environ,
-        KUBECONFIG=str(kubeconfig),
-        SLURMKUBE_OPERATOR_NAMESPACE="default",
-        # The operator runs on the host, outside cluster DNS: it dials pod IPs.
-        SLURMKUBE_POD_IP_ENDPOINTS="1",
-        # The local runtime refreshes ConfigMap volumes every 5 s, not kubelet's minute.
-        SLURMKUBE_CONFIG_PROPAGATION_SECONDS="12",
-        # A restart is a container restart in the same pod: it keeps its lease.
-        SLURMKUBE_OPERATOR_IDENTITY="e2e-operator",
-        # scontrol for reservation writes (the Kueue bridge): the local Slurm build.
-        SLURMKUBE_SLURM_PREFIX=os.environ.get(
-            "SLURMKUBE_SLURM_PREFIX",
-            str(Path.home() / ".cache" / "slurmkube" / "slurm" / "24.11.5"),
-        ),
-    )
+    env = dict(os.environ, **host_operator_env(kubeconfig, "e2e-operator"))
     process = OperatorProcess(env, log)
     process.start()
     try:

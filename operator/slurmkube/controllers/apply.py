@@ -176,10 +176,20 @@ def _shown_in_slurm(kube: Kube, snap: Snapshot, plan: Plan, clock: ConfigClock) 
     if scontrol is None:
         return False
     try:
-        if not loaded_since(clock, scontrol.config_loaded_at()):
+        loaded_at = scontrol.config_loaded_at()
+        if not loaded_since(clock, loaded_at):
+            log.info(
+                "config not in force yet hash=%s loaded_at=%s written_at=%s",
+                clock.hash[:12],
+                loaded_at.isoformat(),
+                clock.written_at.isoformat(),
+            )
             return False
         rendered = parse_topology(plan.rendered.files.get("topology.conf", ""))
-        return topology_shown(rendered, scontrol.show_topology())
+        if not topology_shown(rendered, scontrol.show_topology()):
+            log.info("config not in force yet hash=%s topology differs", clock.hash[:12])
+            return False
+        return True
     except SlurmError as err:
         log.info("config check failed error=%s", err)
         return False
