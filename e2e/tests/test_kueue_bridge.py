@@ -14,16 +14,14 @@ from typing import Any
 
 import pytest
 
-from slurmkube_e2e.builders import QUEUE_LABEL
 from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.lending import KUEUE, LEASE, cluster_scoped, gpu_job, kueue_docs
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, in_ctld, job_state, wait_job
+from slurmkube_e2e.operator_cluster import API, LOCAL, docs, in_ctld, job_state, wait_job
 from slurmkube_e2e.waiting import has_condition, stays, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
-LEASE = "slurmkube.io/lease"
 CLIQUE = "nvidia.com/gpu.clique"
 LENDERS = [f"local-{i}" for i in range(4)]  # one NVLink block of the local runtime
 
@@ -42,82 +40,6 @@ def _cluster_docs(namespace: str, clique: str) -> list[Manifest]:
     spec.pop("replicas")
     spec["nodeSelector"] = {"matchLabels": {**LOCAL, CLIQUE: clique}}
     return [cluster, {**node_set, "spec": spec}]
-
-
-def _kueue_docs(namespace: str) -> list[Manifest]:
-    check = namespace
-    return [
-        {
-            "apiVersion": API,
-            "kind": "SlurmReservationCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "clusterRef": {"namespace": namespace, "name": "local"},
-                "busyNodes": {"policy": "WaitForIdle", "timeoutSeconds": 600},
-                # The local nodes are tainted; lent nodes are given with the toleration.
-                "tolerations": TOLERATE,
-                "retryAfterSeconds": 5,
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "controllerName": "slurmkube.io/slurm-reservation",
-                "parameters": {
-                    "apiGroup": "slurmkube.io",
-                    "kind": "SlurmReservationCheck",
-                    "name": check,
-                },
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": f"{namespace}-lend"},
-            "spec": {},
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "ClusterQueue",
-            "metadata": {"name": f"{namespace}-cq"},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": f"{namespace}-lend",
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "64"},
-                                    {"name": "memory", "nominalQuota": "256Gi"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": 16},
-                                ],
-                            }
-                        ],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lend", "namespace": namespace},
-            "spec": {"clusterQueue": f"{namespace}-cq"},
-        },
-    ]
-
-
-def _cluster_scoped(namespace: str) -> list[tuple[str, str, str]]:
-    return [
-        (KUEUE, "ClusterQueue", f"{namespace}-cq"),
-        (KUEUE, "ResourceFlavor", f"{namespace}-lend"),
-        (KUEUE, "AdmissionCheck", namespace),
-        (API, "SlurmReservationCheck", namespace),
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +63,7 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
             namespace=namespace,
             timeout=180,
         )
-        for doc in _kueue_docs(namespace):
+        for doc in kueue_docs(namespace):
             kube.apply(doc)
         wait_for(
             kube,
@@ -155,7 +77,7 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
     finally:
         if operator.proc is None or operator.proc.poll() is not None:
             operator.start()
-        for api, kind, name in _cluster_scoped(namespace):
+        for api, kind, name in cluster_scoped(namespace):
             kube.delete(api, kind, name)
         kube.delete("v1", "Namespace", namespace)
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
@@ -166,35 +88,6 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def make_job(name: str, nodes: int, seconds: int) -> Manifest:
-    """A Kueue batch Job: `nodes` pods of 4 GPUs (a whole local node each)."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": {QUEUE_LABEL: "lend"}},
-        "spec": {
-            "suspend": True,
-            "parallelism": nodes,
-            "completions": nodes,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "slurmkube/slurm:24.11.5",
-                            "command": ["sleep", str(seconds)],
-                            "resources": {
-                                "limits": {"nvidia.com/gpu": 4, "cpu": "1", "memory": "1Gi"},
-                            },
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def reservations(namespace: str) -> dict[str, list[str]]:
@@ -313,7 +206,7 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    kube.create(make_job("two", nodes=2, seconds=20), namespace=ns)
+    kube.create(gpu_job("two", nodes=2, seconds=20), namespace=ns)
     uid = submitted_and_reserved(kube, ns, "two")
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and set(reserved) <= set(LENDERS)  # both in one NVLink block
@@ -366,7 +259,7 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     busy = ",".join(LENDERS[:3])
     slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 25").strip()
     wait_job(ns, slurm_job, {"RUNNING"})
-    kube.create(make_job("waits", nodes=2, seconds=5), namespace=ns)
+    kube.create(gpu_job("waits", nodes=2, seconds=5), namespace=ns)
     pending = wait_workload(
         kube,
         ns,
@@ -410,7 +303,7 @@ def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_
 ) -> None:
     ns = bridge.namespace
     for name in ("race-a", "race-b"):
-        kube.create(make_job(name, nodes=2, seconds=600), namespace=ns)
+        kube.create(gpu_job(name, nodes=2, seconds=600), namespace=ns)
     a, b = (
         wait_workload(kube, ns, name, lambda w: has_condition(w, "Admitted"), timeout=120)
         for name in ("race-a", "race-b")
@@ -433,7 +326,7 @@ def test_killing_the_operator_between_steps_leaks_nothing(
     kube: Kube, bridge: Bridge, operator: OperatorProcess
 ) -> None:
     ns = bridge.namespace
-    kube.create(make_job("crash", nodes=2, seconds=600), namespace=ns)
+    kube.create(gpu_job("crash", nodes=2, seconds=600), namespace=ns)
     # Killed right after the reservation: the restarted operator finishes the lend.
     uid = submitted_and_reserved(kube, ns, "crash")
     operator.kill()
@@ -467,7 +360,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
     nodes while its check exists; once all is gone, no check names the cluster and
     the lease is found through the NodeSet that selects the node."""
     ns = bridge.namespace
-    kube.create(make_job("orphan", nodes=2, seconds=600), namespace=ns)
+    kube.create(gpu_job("orphan", nodes=2, seconds=600), namespace=ns)
     admitted = wait_workload(kube, ns, "orphan", lambda w: has_condition(w, "Admitted"), timeout=90)
     uid = admitted["metadata"]["uid"]
     lent = leased_nodes(kube, uid)
@@ -482,7 +375,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
         namespace=ns,
         timeout=60,
     )
-    for api, kind, name in _cluster_scoped(ns):
+    for api, kind, name in cluster_scoped(ns):
         kube.delete(api, kind, name)
     wait_gone(kube, KUEUE, "AdmissionCheck", bridge.check, timeout=60)
     operator.start()
