@@ -171,9 +171,23 @@ async def reconcile_timer(namespace: str | None, name: str, **_: Any) -> None:
             State.poll[key] = now + AUTOSCALE_POLL_SECONDS
             if not await asyncio.to_thread(_slurm_changed, *key):
                 return
-        State.dirty.discard(key)
-        State.last[key] = time.monotonic()
-        await asyncio.to_thread(reconcile, *key)
+        await _reconcile_locked(key)
+
+
+async def reconcile_now(key: tuple[str, str]) -> None:
+    """Reconcile a cluster at once, not at its next tick: for a change whose latency a
+    user waits on (the Kueue bridge's lease labels). Runs after a reconcile in
+    progress, never beside it; leader only, like the timer."""
+    if State.lease is None or not State.lease.is_leader or key not in State.last:
+        return
+    async with State.locks.setdefault(key, asyncio.Lock()):
+        await _reconcile_locked(key)
+
+
+async def _reconcile_locked(key: tuple[str, str]) -> None:
+    State.dirty.discard(key)
+    State.last[key] = time.monotonic()
+    await asyncio.to_thread(reconcile, *key)
 
 
 def _slurm_changed(namespace: str, name: str) -> bool:
