@@ -149,6 +149,7 @@ async def _loop() -> None:
             await asyncio.sleep(0.5)
             BRIDGE.wake.set()
             continue
+        log.info("bridge reconciled seconds=%.3f", time.monotonic() - BRIDGE.last)
         for key in relabelled:
             # A lease label added or removed changes which nodes the cluster wants
             # slurmd on: reconcile it now rather than at its next 1 s tick, so the
