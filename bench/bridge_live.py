@@ -83,7 +83,11 @@ def spread(values: list[float]) -> dict[str, float | None]:
 @dataclass
 class WorkloadTimes:
     job: str = ""
+    # The latest QuotaReserved: a Retry answer gives the quota back and Kueue
+    # reserves it again later; the lend that succeeded starts at the last one.
     quota_reserved: float | None = None
+    state: str = ""  # our check's state in the last event
+    holds_quota: bool = False  # QuotaReserved in the last event
     reserved_message: float | None = None  # our check Pending "reserved ..."
     ready: float | None = None
     finished: float | None = None
@@ -112,15 +116,18 @@ class Seen:
         with self.lock:
             w = self.workloads.setdefault(meta["uid"], WorkloadTimes())
             w.job = next((o["name"] for o in meta.get("ownerReferences") or []), "")
-            if conditions.get("QuotaReserved") == "True" and w.quota_reserved is None:
+            reserved = conditions.get("QuotaReserved") == "True"
+            if reserved and not w.holds_quota and not w.ready:
                 w.quota_reserved = now
-            state, message = ours.get("state"), ours.get("message", "")
+            w.holds_quota = reserved
+            state, message = ours.get("state", ""), ours.get("message", "")
             if state == "Pending" and message.startswith("reserved") and not w.reserved_message:
                 w.reserved_message = now
             if state == "Ready" and w.ready is None:
                 w.ready = now
-            if state == "Retry":
+            if state == "Retry" and w.state != "Retry":
                 w.retries += 1
+            w.state = state
             if conditions.get("Finished") == "True" and w.finished is None:
                 w.finished = now
 
