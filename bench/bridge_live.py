@@ -27,8 +27,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
-import socket
 import statistics
 import sys
 import tempfile
@@ -46,7 +44,8 @@ sys.path[1:1] = E2E_PATH
 
 import yaml  # noqa: E402
 
-from reconcile import operator_env  # noqa: E402
+from reconcile import condition, delete_namespace, namespace, operator_env  # noqa: E402
+from reconcile import poll as wait  # noqa: E402
 from slurmkube_e2e.kube import Kube, Manifest  # noqa: E402
 from slurmkube_e2e.layout import Layout  # noqa: E402
 from slurmkube_e2e.lending import (  # noqa: E402
@@ -60,15 +59,12 @@ from slurmkube_e2e.lending import (  # noqa: E402
 )
 from slurmkube_e2e.operator import OperatorProcess  # noqa: E402
 from slurmkube_e2e.operator_cluster import API, LOCAL, docs, in_ctld  # noqa: E402
+from topology import _free_port as free_port  # noqa: E402
+from topology import percentile  # noqa: E402
 
 TARGET_P50_S = 1.0
 SLURMD = "app.kubernetes.io/name=slurmd"
 LOCAL_SELECTOR = ",".join(f"{k}={v}" for k, v in LOCAL.items())
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def spread(values: list[float]) -> dict[str, float | None]:
@@ -189,15 +185,6 @@ def start_watches(kube: Kube, namespace: str, check: str, stop: threading.Event)
 # --- the cluster ---------------------------------------------------------------------------
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float, every: float = 0.2) -> float:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise SystemExit(f"bench/bridge: {what} not reached after {timeout:.0f}s")
-        time.sleep(every)
-    return time.monotonic()
-
-
 def our_reservations(namespace: str) -> list[str]:
     out = in_ctld(namespace, "scontrol", "-o", "show", "reservation")
     names = re.findall(r"ReservationName=(\S+)", out)
@@ -228,45 +215,27 @@ def set_up(kube: Kube, nodes: int) -> Lender:
             f"bench/bridge: {len(local)} local nodes, {nodes} needed; start the cluster "
             f"with SLURMKUBE_RUNTIME_NODES={nodes} make cluster-up"
         )
-    namespace = f"bench-bridge-{secrets.token_hex(2)}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    wait(
-        "default ServiceAccount",
-        lambda: bool(kube.get("v1", "ServiceAccount", "default", namespace)),
-        30,
-    )
-    cluster, node_set = docs(namespace, replicas=nodes)
+    ns = namespace(kube, "bridge")
+    cluster, node_set = docs(ns, replicas=nodes)
     # NodeSet first: a first render without nodes would cost a reconfigure.
     for doc in (node_set, cluster):
         kube.apply(doc)
-    lender = Lender(kube, namespace, nodes)
+    lender = Lender(kube, ns, nodes)
     wait("SlurmCluster Ready with every node idle", lender.all_idle, 300, 1.0)
-    for doc in kueue_docs(namespace, gpu_quota=nodes * GPUS_PER_NODE, retry_after=1):
+    for doc in kueue_docs(ns, gpu_quota=nodes * GPUS_PER_NODE, retry_after=1):
         kube.apply(doc)
     wait(
         "AdmissionCheck Active",
-        lambda: any(
-            c["type"] == "Active" and c["status"] == "True"
-            for c in ((kube.get(KUEUE, "AdmissionCheck", namespace) or {}).get("status") or {}).get(
-                "conditions"
-            )
-            or []
-        ),
+        lambda: condition(kube.get(KUEUE, "AdmissionCheck", ns), "Active"),
         60,
     )
     return lender
 
 
-def tear_down(kube: Kube, namespace: str) -> None:
-    for api, kind, name in cluster_scoped(namespace):
+def tear_down(kube: Kube, ns: str) -> None:
+    for api, kind, name in cluster_scoped(ns):
         kube.delete(api, kind, name)
-    kube.delete("v1", "Namespace", namespace)
-    wait(
-        f"namespace {namespace} gone",
-        lambda: kube.get("v1", "Namespace", namespace) is None,
-        600,
-        1.0,
-    )
+    delete_namespace(kube, ns)
     for name in leased(kube):
         kube.patch("v1", "Node", name, {"metadata": {"labels": {LEASE: None}}})
 
@@ -372,12 +341,6 @@ def part_queued(lender: Lender, seen: Seen, count: int) -> dict[str, Any]:
 # --- main --------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def live_main(*, sequential: int, queued: int, nodes: int) -> int:
     kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
     if not kubeconfig.exists():
@@ -395,7 +358,7 @@ def live_main(*, sequential: int, queued: int, nodes: int) -> int:
     stop = threading.Event()
     with tempfile.TemporaryDirectory() as tmp:
         operator = OperatorProcess(
-            env, Path(tmp) / "operator.log", ["--metrics-port", str(_free_port())]
+            env, Path(tmp) / "operator.log", ["--metrics-port", str(free_port())]
         )
         operator.start()
         lender = set_up(kube, nodes)

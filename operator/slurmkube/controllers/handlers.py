@@ -27,7 +27,7 @@ from slurmkube.controllers.observe import observe, slurm_fingerprint
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.render.cluster import plan_cluster
-from slurmkube.topology.fleet import node_fingerprint
+from slurmkube.topology.fleet import node_changed
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -137,14 +137,8 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     """A node that appeared, went, or changed what the reconcile reads marks every
     cluster dirty; heartbeats (most Node events in a large fleet) do not."""
-    name = body["metadata"]["name"]
-    if type == "DELETED":
-        State.nodes.pop(name, None)
-    else:
-        fingerprint = node_fingerprint(body)
-        if State.nodes.get(name) == fingerprint:
-            return
-        State.nodes[name] = fingerprint
+    if not node_changed(State.nodes, type, body):
+        return
     for key in list(State.last):
         State.dirty.add(key)
 

@@ -60,7 +60,7 @@ from slurmkube.render.kubernetes import deployment_context
 from slurmkube.slurm.errors import SlurmError, SlurmNotFound
 from slurmkube.slurm.models import ReservationFlag, ReservationRequest
 from slurmkube.slurm.rest import RestClient
-from slurmkube.topology.fleet import node_fingerprint
+from slurmkube.topology.fleet import node_changed
 
 log = logging.getLogger(__name__)
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -99,15 +99,8 @@ async def _mark(**_: Any) -> None:
 async def _node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
-    name = body["metadata"]["name"]
-    if type == "DELETED":
-        BRIDGE.nodes.pop(name, None)
-    else:
-        fingerprint = node_fingerprint(body)
-        if BRIDGE.nodes.get(name) == fingerprint:
-            return
-        BRIDGE.nodes[name] = fingerprint
-    BRIDGE.wake.set()
+    if node_changed(BRIDGE.nodes, type, body):
+        BRIDGE.wake.set()
 
 
 kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")(_mark)
