@@ -12,8 +12,12 @@ simulated world (reservations made, lease labels set, slurmd pods gone, busy
 nodes finishing their jobs), until every workload is answered; then all
 finish and one more round must leave no lease and no reservation. It reports
 the time per round, rounds to drain the queue, overlapping nodes and leaks
-(both must be 0). The end-to-end part on a real cluster is in
-e2e/tests/test_kueue_bridge.py; timing it here is not built yet.
+(both must be 0).
+
+`--part live` (`make bench-bridge`) runs the bridge for real on the local
+control plane: Kueue, the operator (a host process, started and stopped here
+by PID), slurmctld and one slurmd pod per local runtime node; see
+bench/bridge_live.py.
 """
 
 from __future__ import annotations
@@ -249,15 +253,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--decisions", type=int, default=2000)
     parser.add_argument("--fleet", choices=sorted(FLEETS), default="nvl72")
+    parser.add_argument("--part", choices=("live",), help="live: on the local control plane")
+    parser.add_argument("--sequential", type=int, default=20)
+    parser.add_argument("--nodes", type=int, default=8, help="live: local nodes that lend")
     args = parser.parse_args(argv)
+    if args.part == "live":
+        from bridge_live import live_main
+
+        return live_main(sequential=args.sequential, queued=args.workloads, nodes=args.nodes)
     if args.planner_only:
         print(json.dumps(run_planner(args.seed, args.workloads, args.fleet)))
         return 0
     if not args.placement_only:
         print(
-            "bench/bridge.py: the end-to-end bridge benchmark on a cluster is not built yet; "
-            "run with --placement-only or --planner-only (e2e/tests/test_kueue_bridge.py "
-            "runs the bridge on a real cluster)",
+            "bench/bridge.py: say --placement-only, --planner-only or --part live "
+            "(on the local control plane: make bench-bridge)",
             file=sys.stderr,
         )
         return 2

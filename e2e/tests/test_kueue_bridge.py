@@ -21,16 +21,14 @@ import pytest
 from slurmkube.controllers.failpoints import ENV as FAILPOINT_ENV
 from slurmkube.controllers.failpoints import EXIT_CODE as FAILPOINT_EXIT_CODE
 from slurmkube.controllers.failpoints import PER_NODE, STEPS, Step, failpoint_value
-from slurmkube_e2e.builders import QUEUE_LABEL
 from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.lending import KUEUE, LEASE, cluster_scoped, gpu_job, kueue_docs
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, in_ctld, job_state, wait_job
+from slurmkube_e2e.operator_cluster import API, LOCAL, docs, in_ctld, job_state, wait_job
 from slurmkube_e2e.waiting import has_condition, stays, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
-LEASE = "slurmkube.io/lease"
 CLIQUE = "nvidia.com/gpu.clique"
 LENDERS = [f"local-{i}" for i in range(4)]  # one NVLink block of the local runtime
 
@@ -49,82 +47,6 @@ def _cluster_docs(namespace: str, clique: str) -> list[Manifest]:
     spec.pop("replicas")
     spec["nodeSelector"] = {"matchLabels": {**LOCAL, CLIQUE: clique}}
     return [cluster, {**node_set, "spec": spec}]
-
-
-def _kueue_docs(namespace: str) -> list[Manifest]:
-    check = namespace
-    return [
-        {
-            "apiVersion": API,
-            "kind": "SlurmReservationCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "clusterRef": {"namespace": namespace, "name": "local"},
-                "busyNodes": {"policy": "WaitForIdle", "timeoutSeconds": 600},
-                # The local nodes are tainted; lent nodes are given with the toleration.
-                "tolerations": TOLERATE,
-                "retryAfterSeconds": 5,
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": check},
-            "spec": {
-                "controllerName": "slurmkube.io/slurm-reservation",
-                "parameters": {
-                    "apiGroup": "slurmkube.io",
-                    "kind": "SlurmReservationCheck",
-                    "name": check,
-                },
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": f"{namespace}-lend"},
-            "spec": {},
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "ClusterQueue",
-            "metadata": {"name": f"{namespace}-cq"},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": f"{namespace}-lend",
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "64"},
-                                    {"name": "memory", "nominalQuota": "256Gi"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": 16},
-                                ],
-                            }
-                        ],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lend", "namespace": namespace},
-            "spec": {"clusterQueue": f"{namespace}-cq"},
-        },
-    ]
-
-
-def _cluster_scoped(namespace: str) -> list[tuple[str, str, str]]:
-    return [
-        (KUEUE, "ClusterQueue", f"{namespace}-cq"),
-        (KUEUE, "ResourceFlavor", f"{namespace}-lend"),
-        (KUEUE, "AdmissionCheck", namespace),
-        (API, "SlurmReservationCheck", namespace),
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +70,7 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
             namespace=namespace,
             timeout=180,
         )
-        for doc in _kueue_docs(namespace):
+        for doc in kueue_docs(namespace):
             kube.apply(doc)
         wait_for(
             kube,
@@ -162,7 +84,7 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
     finally:
         if operator.proc is None or operator.proc.poll() is not None:
             operator.start()
-        for api, kind, name in _cluster_scoped(namespace):
+        for api, kind, name in cluster_scoped(namespace):
             kube.delete(api, kind, name)
         kube.delete("v1", "Namespace", namespace)
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
@@ -173,35 +95,6 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def make_job(name: str, pods: int, seconds: int, gpus: int = 4) -> Manifest:
-    """A Kueue batch Job of `pods` pods with `gpus` GPUs each (4: a whole local node)."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": {QUEUE_LABEL: "lend"}},
-        "spec": {
-            "suspend": True,
-            "parallelism": pods,
-            "completions": pods,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "slurmkube/slurm:24.11.5",
-                            "command": ["sleep", str(seconds)],
-                            "resources": {
-                                "limits": {"nvidia.com/gpu": gpus, "cpu": "1", "memory": "1Gi"},
-                            },
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def reservations(namespace: str) -> dict[str, list[str]]:
@@ -451,7 +344,7 @@ def test_job_is_admitted_after_a_reservation_on_two_nodes_of_one_block_and_retur
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    kube.create(make_job("two", pods=2, seconds=20), namespace=ns)
+    kube.create(gpu_job("two", pods=2, seconds=20), namespace=ns)
     uid = submitted_and_reserved(kube, ns, "two")
     reserved = sorted(reservations(ns)[f"slurmkube-{uid}"])
     assert len(reserved) == 2 and set(reserved) <= set(LENDERS)  # both in one NVLink block
@@ -483,7 +376,7 @@ def test_gpu_pods_are_packed_onto_as_few_lent_nodes_as_hold_them(
 ) -> None:
     """4 pods x 2 GPUs on 4-GPU nodes borrow 2 nodes, not 4, and run two to a node."""
     ns = bridge.namespace
-    kube.create(make_job("packed", pods=4, seconds=10, gpus=2), namespace=ns)
+    kube.create(gpu_job("packed", pods=4, seconds=10, gpus=2), namespace=ns)
     uid = submitted_and_reserved(kube, ns, "packed")
     admitted = wait_workload(kube, ns, "packed", lambda w: has_condition(w, "Admitted"), timeout=90)
     lent = leased_nodes(kube, uid)
@@ -503,7 +396,7 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     busy = ",".join(LENDERS[:3])
     slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 25").strip()
     wait_job(ns, slurm_job, {"RUNNING"})
-    kube.create(make_job("waits", pods=2, seconds=5), namespace=ns)
+    kube.create(gpu_job("waits", pods=2, seconds=5), namespace=ns)
     pending = wait_workload(
         kube,
         ns,
@@ -536,7 +429,7 @@ def test_requeue_frees_the_nodes_of_a_lower_priority_job_and_leaves_a_higher_one
     with busy_nodes_policy(
         kube, bridge, policy="Requeue", graceSeconds=5, requeueBelowPriority=1000
     ):
-        kube.create(make_job("requeues", pods=2, seconds=5), namespace=ns)
+        kube.create(gpu_job("requeues", pods=2, seconds=5), namespace=ns)
         admitted = wait_workload(
             kube, ns, "requeues", lambda w: has_condition(w, "Admitted"), timeout=120
         )
@@ -567,7 +460,7 @@ def test_requeue_waits_for_a_job_at_or_above_the_priority_and_never_requeues_it(
     with busy_nodes_policy(
         kube, bridge, policy="Requeue", graceSeconds=0, requeueBelowPriority=1000
     ):
-        kube.create(make_job("protected", pods=2, seconds=5), namespace=ns)
+        kube.create(gpu_job("protected", pods=2, seconds=5), namespace=ns)
         waiting = wait_workload(
             kube,
             ns,
@@ -591,7 +484,7 @@ def test_two_workloads_racing_for_one_block_get_disjoint_nodes_and_deactivation_
 ) -> None:
     ns = bridge.namespace
     for name in ("race-a", "race-b"):
-        kube.create(make_job(name, pods=2, seconds=600), namespace=ns)
+        kube.create(gpu_job(name, pods=2, seconds=600), namespace=ns)
     a, b = (
         wait_workload(kube, ns, name, lambda w: has_condition(w, "Admitted"), timeout=120)
         for name in ("race-a", "race-b")
@@ -696,7 +589,7 @@ def test_killing_the_operator_between_steps_leaks_nothing(
             ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 300"
         ).strip()
         wait_job(ns, slurm_job, {"RUNNING"})
-        kube.create(make_job(job, pods=2, seconds=600), namespace=ns)
+        kube.create(gpu_job(job, pods=2, seconds=600), namespace=ns)
 
         armed.until(
             lambda: "waits for Slurm jobs" in check_message(kube, ns, job, bridge.check),
@@ -727,7 +620,7 @@ def test_a_workload_deleted_while_the_operator_is_down_is_collected(
     """Killed while the nodes are lent; the Job (and its Workload) deleted while it is down:
     the lease and the reservation are collected as leaks once it is back."""
     ns = bridge.namespace
-    kube.create(make_job("crash", pods=2, seconds=600), namespace=ns)
+    kube.create(gpu_job("crash", pods=2, seconds=600), namespace=ns)
     admitted = wait_workload(kube, ns, "crash", lambda w: has_condition(w, "Admitted"), timeout=90)
     uid = admitted["metadata"]["uid"]
     reserved = leased_nodes(kube, uid)
@@ -756,7 +649,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
     nodes while its check exists; once all is gone, no check names the cluster and
     the lease is found through the NodeSet that selects the node."""
     ns = bridge.namespace
-    kube.create(make_job("orphan", pods=2, seconds=600), namespace=ns)
+    kube.create(gpu_job("orphan", pods=2, seconds=600), namespace=ns)
     admitted = wait_workload(kube, ns, "orphan", lambda w: has_condition(w, "Admitted"), timeout=90)
     uid = admitted["metadata"]["uid"]
     lent = leased_nodes(kube, uid)
@@ -771,7 +664,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
         namespace=ns,
         timeout=60,
     )
-    for api, kind, name in _cluster_scoped(ns):
+    for api, kind, name in cluster_scoped(ns):
         kube.delete(api, kind, name)
     wait_gone(kube, KUEUE, "AdmissionCheck", bridge.check, timeout=60)
     operator.start()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
+from slurmkube.controllers.apply import drained_idle
 from slurmkube.render.cluster import (
     Condition,
     Observed,
@@ -12,6 +15,8 @@ from slurmkube.render.cluster import (
     plan_cluster,
     topology_applied,
 )
+from slurmkube.slurm.models import Node as SlurmNode
+from slurmkube.slurm.protocol import SlurmClient
 from slurmkube.testing.builders import bundle, nvl_fleet
 from slurmkube.topology.fleet import fleet_node
 
@@ -112,6 +117,42 @@ def test_scale_in_drains_before_delete(
     plan = plan_cluster(observed(replicas=3, pods=NODES, slurm=slurm))
     assert plan.drain == drain
     assert plan.delete_pods == delete
+
+
+def test_a_node_drained_now_names_its_pod_to_go_once_slurm_confirms_the_drain() -> None:
+    slurm = {n: idle(n) for n in NODES[:3]} | {
+        "gpu-0004": SlurmNodeView("gpu-0004", busy=False, drain=False)
+    }
+    plan = plan_cluster(observed(replicas=3, pods=NODES, slurm=slurm))
+    # Not deleted on the observation from before the drain: apply asks Slurm again.
+    assert plan.drain == ("gpu-0004",) and plan.delete_pods == ()
+    assert plan.delete_once_drained == {"gpu-0004": "gpu-gpu-0004"}
+
+
+class _AskedAfterDrain:
+    """Slurm as apply sees it right after draining: only list_nodes is asked."""
+
+    def __init__(self, *nodes: SlurmNode) -> None:
+        self.nodes = nodes
+
+    def list_nodes(self) -> tuple[SlurmNode, ...]:
+        return self.nodes
+
+
+@pytest.mark.parametrize(
+    ("states", "deleted"),
+    [
+        ({"IDLE", "DRAIN"}, ["pod-a"]),  # drained, no job: goes now
+        ({"MIXED", "DRAIN"}, []),  # a job started before the drain: waits
+        ({"COMPLETING", "DRAIN"}, []),  # a job still cleaning up: waits
+        ({"IDLE"}, []),  # the drain did not take: waits
+    ],
+)
+def test_a_pod_goes_in_the_same_pass_only_if_slurm_shows_its_node_drained_and_idle(
+    states: set[str], deleted: list[str]
+) -> None:
+    slurm = _AskedAfterDrain(SlurmNode("a", frozenset(states), base_state=min(states)))
+    assert drained_idle(cast(SlurmClient, slurm), {"a": "pod-a", "gone": "pod-gone"}) == deleted
 
 
 def test_no_pod_is_deleted_when_slurm_cannot_be_asked() -> None:

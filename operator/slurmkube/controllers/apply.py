@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
@@ -35,6 +36,7 @@ from slurmkube.render.reconfigure import (
 from slurmkube.render.status import gpu_counts, node_counts, pod_condition_updates
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.protocol import SlurmClient
 from slurmkube.slurm.topology_text import parse_topology
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         )
     slurm = snap.slurm
     slurm_ok = snap.observed.slurm_nodes is not None and slurm is not None
+    deletes = list(plan.delete_pods)
     if slurm_ok and slurm is not None:
         for node in plan.drain:
             try:
@@ -91,12 +94,13 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 reached(Step.SLURMD_DRAINED)
             except SlurmError as err:
                 log.warning("drain failed node=%s error=%s", node, err)
+        deletes += drained_idle(slurm, plan.delete_once_drained)
         assert snap.observed.slurm_nodes is not None
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
             if node not in plan.drain and node not in plan.rolling and resume_if_ours(slurm, node):
                 reached(Step.SLURMD_UNDRAINED)
         apply_scaling(kube, snap, plan)
-    for name in plan.delete_pods:
+    for name in deletes:
         kube.delete("v1", "Pod", name, namespace)
         metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
         kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
@@ -113,6 +117,24 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         )
     )
     return conditions
+
+
+def drained_idle(slurm: SlurmClient, pods: Mapping[str, str]) -> list[str]:
+    """The pods of `pods` (node -> pod) whose node Slurm now shows drained with no job.
+
+    Asked after the drain, not taken from the observation before it: once the
+    DRAIN flag is set slurmctld starts nothing there, so "drained and not busy"
+    read now means no job can still be there (the same test the plan applies
+    at the next reconcile, one reconcile earlier). No answer: nothing goes.
+    """
+    if not pods:
+        return []
+    try:
+        nodes = {n.name: n for n in slurm.list_nodes()}
+    except SlurmError as err:
+        log.warning("drain check failed error=%s", err)
+        return []
+    return [pod for node, pod in sorted(pods.items()) if node in nodes and nodes[node].drained]
 
 
 def _apply_kueue(kube: Kube, plan: Plan) -> Condition:

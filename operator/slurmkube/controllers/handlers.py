@@ -31,7 +31,7 @@ from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.render.cluster import plan_cluster
 from slurmkube.topology.debounce import Burst, extend, settled
-from slurmkube.topology.fleet import node_fingerprint
+from slurmkube.topology.fleet import node_changed, node_fingerprint
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -57,6 +57,8 @@ class _OperatorState:
     nodes: dict[str, int] = field(default_factory=dict)
     # Per Node: the fleet_nodes index entry and the fingerprint it was made from.
     entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
+    # The fleet_nodes index, for reconciles started outside the timer (reconcile_now).
+    index: kopf.Index[str, NodeEntry] | None = None
     # Autoscaled clusters: when to look at Slurm's nodes next, and what they were.
     poll: dict[tuple[str, str], float] = field(default_factory=dict)
     fingerprints: dict[tuple[str, str], int | None] = field(default_factory=dict)
@@ -161,15 +163,10 @@ def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
 def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     """A node that appeared, went, or changed what the reconcile reads marks every
     cluster dirty; heartbeats (most Node events in a large fleet) do not."""
-    name = body["metadata"]["name"]
     if type == "DELETED":
-        State.nodes.pop(name, None)
-        State.entries.pop(name, None)
-    else:
-        fingerprint = node_fingerprint(body)
-        if State.nodes.get(name) == fingerprint:
-            return
-        State.nodes[name] = fingerprint
+        State.entries.pop(body["metadata"]["name"], None)
+    if not node_changed(State.nodes, type, body):
+        return
     for key in list(State.last):
         _mark(key)
 
@@ -207,10 +204,26 @@ async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **k
             State.poll[key] = now + AUTOSCALE_POLL_SECONDS
             if not await asyncio.to_thread(_slurm_changed, *key):
                 return
-        # Events from here on belong to the next reconcile, which reads them.
-        State.dirty.pop(key, None)
-        State.last[key] = time.monotonic()
-        await asyncio.to_thread(reconcile, *key, _nodes_now(index))
+        State.index = index
+        await _reconcile_locked(key)
+
+
+async def reconcile_now(key: tuple[str, str]) -> None:
+    """Reconcile a cluster at once, not at its next tick: for a change whose latency a
+    user waits on (the Kueue bridge's lease labels). Runs after a reconcile in
+    progress, never beside it; leader only, like the timer."""
+    if State.lease is None or not State.lease.is_leader or key not in State.last:
+        return
+    async with State.locks.setdefault(key, asyncio.Lock()):
+        await _reconcile_locked(key)
+
+
+async def _reconcile_locked(key: tuple[str, str]) -> None:
+    assert State.index is not None, "the reconcile timer runs first"
+    # Events from here on belong to the next reconcile, which reads them.
+    State.dirty.pop(key, None)
+    State.last[key] = time.monotonic()
+    await asyncio.to_thread(reconcile, *key, _nodes_now(State.index))
 
 
 def _slurm_changed(namespace: str, name: str) -> bool:

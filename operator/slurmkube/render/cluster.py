@@ -119,6 +119,10 @@ class Plan:
     create_pods: tuple[Manifest, ...] = ()
     drain: tuple[str, ...] = ()  # Slurm nodes to drain before their pod goes
     delete_pods: tuple[str, ...] = ()
+    # node -> slurmd pod, of the nodes drained now whose pod goes once drained: apply
+    # deletes it in the same pass if Slurm, asked again after the drain, shows the
+    # node drained with no job (an idle node then costs one reconcile, not two).
+    delete_once_drained: Mapping[str, str] = field(default_factory=dict)
     # Nodes drained for a pod replacement (updateStrategy): not to be resumed yet.
     rolling: frozenset[str] = frozenset()
     conditions: tuple[Condition, ...] = ()
@@ -205,6 +209,7 @@ def plan_cluster(observed: Observed) -> Plan:
     create = tuple(m for name, m in sorted(wanted_pods.items()) if name not in existing)
     drain: list[str] = []
     delete: list[str] = []
+    delete_once_drained: dict[str, str] = {}
     for view in sorted(observed.pods, key=lambda p: p.name):
         if view.name in wanted_pods or view.deleting:
             continue
@@ -219,6 +224,7 @@ def plan_cluster(observed: Observed) -> Plan:
             delete.append(view.name)  # Slurm runs nothing on a node it does not reach
         elif not state.drain:
             drain.append(view.node)
+            delete_once_drained[view.node] = view.name
         elif not state.busy:
             delete.append(view.name)
     for rollout in rollouts:
@@ -231,6 +237,7 @@ def plan_cluster(observed: Observed) -> Plan:
         create_pods=create,
         drain=tuple(drain),
         delete_pods=tuple(delete),
+        delete_once_drained=delete_once_drained,
         rolling=frozenset().union(*(r.holding for r in rollouts)),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},

@@ -179,3 +179,17 @@ def node_fingerprint(raw: Mapping[str, Any]) -> int:
             ready,
         )
     )
+
+
+def node_changed(seen: dict[str, int], event_type: str | None, raw: Mapping[str, Any]) -> bool:
+    """Whether a Node watch event changed what `node_fingerprint` digests (or the node
+    went); `seen` is the watcher's memory of each node's last fingerprint, updated."""
+    name = (raw.get("metadata") or {}).get("name", "")
+    if event_type == "DELETED":
+        seen.pop(name, None)
+        return True
+    fingerprint = node_fingerprint(raw)
+    if seen.get(name) == fingerprint:
+        return False
+    seen[name] = fingerprint
+    return True
