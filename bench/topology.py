@@ -206,6 +206,7 @@ def part_follow(
     changes: int,
     burst: int,
     propagation: float,
+    debounce: float,
 ) -> dict[str, Any]:
     domains = max(2, nodes // PER_DOMAIN)
     spec = fleet.FleetSpec(name=FOLLOW_FLEET, nvl_domains=domains, nodes_per_domain=PER_DOMAIN)
@@ -217,7 +218,7 @@ def part_follow(
     cluster, node_set = docs(ns, replicas=0)
     node_set["spec"]["nodeSelector"] = {"matchLabels": {fleet.FLEET_LABEL: FOLLOW_FLEET}}
     node_set["spec"].pop("tolerations", None)
-    cluster["spec"]["topology"] = {"blockSize": BLOCK_SIZE}
+    cluster["spec"]["topology"] = {"blockSize": BLOCK_SIZE, "debounceSeconds": debounce}
     cluster["spec"]["controller"]["nodeSelector"] = LOCAL
     cluster["spec"]["controller"]["tolerations"] = TOLERATE
     follow = Follow(kube, ns, port)
@@ -276,6 +277,7 @@ def part_follow(
         "nodes": len(names),
         "changes": len(samples),
         "propagation_seconds": propagation,
+        "debounce_seconds": debounce,
         "label_to_scontrol_s": shown,
         "breakdown_s": {
             # Debounce (spec.topology.debounceSeconds) + reconcile.
@@ -312,6 +314,9 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--burst", type=int, default=100)
     parser.add_argument("--propagation", type=float, default=12.0)
+    parser.add_argument(
+        "--debounce", type=float, default=1.0, help="spec.topology.debounceSeconds (default 1)"
+    )
     parser.add_argument("--keep-log", type=Path, help="copy the operator's log here")
     parser.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -352,6 +357,7 @@ def follow_main(args: argparse.Namespace) -> int:
                 changes=args.changes,
                 burst=args.burst,
                 propagation=args.propagation,
+                debounce=args.debounce,
             )
             print(json.dumps(result), flush=True)
         finally:

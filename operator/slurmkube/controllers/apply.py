@@ -236,14 +236,8 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         ]
     _deliver(kube, snap, wanted)
     if _shown_in_slurm(kube, snap, plan, clock):
-        return [
-            Condition(
-                "ConfigApplied",
-                True,
-                "Applied",
-                f"config {wanted[:12]} in force (slurmctld's reloader reconfigured)",
-            )
-        ]
+        # The same words as above: the next reconcile must not rewrite the status.
+        return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
     left = seconds_left(clock, now, PROPAGATION_SECONDS)
     if left > 0:
         return [
