@@ -180,7 +180,7 @@ def _nodes_now(index: kopf.Index[str, NodeEntry]) -> dict[str, NodeEntry]:
 @kopf.timer(GROUP, VERSION, "slurmclusters", interval=0.2, sharp=False)
 async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
     # kopf passes each index by its function's name.
-    index: kopf.Index[str, NodeEntry] = kwargs["fleet_nodes"]
+    State.index = kwargs["fleet_nodes"]
     key = (namespace or "default", name)
     State.last.setdefault(key, 0.0)
     now = time.monotonic()
@@ -204,7 +204,6 @@ async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **k
             State.poll[key] = now + AUTOSCALE_POLL_SECONDS
             if not await asyncio.to_thread(_slurm_changed, *key):
                 return
-        State.index = index
         await _reconcile_locked(key)
 
 
@@ -214,12 +213,14 @@ async def reconcile_now(key: tuple[str, str]) -> None:
     progress, never beside it; leader only, like the timer."""
     if State.lease is None or not State.lease.is_leader or key not in State.last:
         return
+    if State.index is None:  # kopf has not handed the Node index to a timer yet
+        return
     async with State.locks.setdefault(key, asyncio.Lock()):
         await _reconcile_locked(key)
 
 
 async def _reconcile_locked(key: tuple[str, str]) -> None:
-    assert State.index is not None, "the reconcile timer runs first"
+    assert State.index is not None, "set by the reconcile timer, which runs first"
     # Events from here on belong to the next reconcile, which reads them.
     State.dirty.pop(key, None)
     State.last[key] = time.monotonic()
