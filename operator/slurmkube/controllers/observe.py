@@ -37,6 +37,15 @@ log = logging.getLogger(__name__)
 API = wk.API_VERSION
 
 
+def _fleet_node_or_none(raw: Manifest) -> FleetNode | None:
+    """The node as the fleet model sees it; None (and a warning) for unusable labels."""
+    try:
+        return fleet_node(KubeNode.model_validate(raw))
+    except (ValidationError, InvalidValue) as err:
+        log.warning("node skipped node=%s error=%s", raw["metadata"]["name"], err)
+        return None
+
+
 @dataclass
 class FleetCache:
     """Node -> FleetNode, converted once per resourceVersion (render reads the cache)."""
@@ -49,11 +58,7 @@ class FleetCache:
         cached = self.entries.get(meta["name"])
         if cached and cached[0] == version:
             return cached[1]
-        try:
-            node: FleetNode | None = fleet_node(KubeNode.model_validate(raw))
-        except (ValidationError, InvalidValue) as err:
-            log.warning("node skipped node=%s error=%s", meta["name"], err)
-            node = None
+        node = _fleet_node_or_none(raw)
         self.entries[meta["name"]] = (version, node)
         return node
 
@@ -70,11 +75,7 @@ class NodeEntry:
 
 def node_entry(raw: Manifest) -> NodeEntry:
     """Converted once per Node event, by the operator's Node index (controllers/handlers.py)."""
-    try:
-        node: FleetNode | None = fleet_node(KubeNode.model_validate(raw))
-    except (ValidationError, InvalidValue) as err:
-        log.warning("node skipped node=%s error=%s", raw["metadata"]["name"], err)
-        node = None
+    node = _fleet_node_or_none(raw)
     labels = raw["metadata"].get("labels") or {}
     unavailable = None
     if wk.LABEL_LEASE in labels:
