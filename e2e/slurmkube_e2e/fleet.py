@@ -124,6 +124,11 @@ def node_manifest(spec: FleetSpec, node: SimulatedNode) -> Manifest:
                 "kubernetes.io/hostname": node.name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
+                # As a kubelet sets them: without them kube-controller-manager's
+                # node lifecycle controller adds them, one Node update per node,
+                # slowly enough to overlap a benchmark's measurements.
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
                 "type": "kwok",
                 FLEET_LABEL: spec.name,
                 "nvidia.com/gpu.present": "true",

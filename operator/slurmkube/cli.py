@@ -147,6 +147,10 @@ def _operator(args: argparse.Namespace) -> int:
         level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    if logging.getLogger().level > logging.DEBUG:
+        # "Handler ... succeeded" for every Node event: at 10,000
+        # Nodes most of the log, and a measurable share of the operator's CPU.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     namespaces: list[str] = [] if args.all_namespaces else [str(args.namespace)]
     slurmkube.controllers.lending.BRIDGE.namespace = (
         None if args.all_namespaces else str(args.namespace)

@@ -34,7 +34,8 @@ def plan(
 
 
 def by_kind(p, kind: str) -> dict[str, dict[str, object]]:  # type: ignore[no-untyped-def]
-    return {o["metadata"]["name"]: o for o in p.objects if o["kind"] == kind}
+    every = [p.config_map, *p.objects] if p.config_map else p.objects
+    return {o["metadata"]["name"]: o for o in every if o["kind"] == kind}
 
 
 def test_accounting_points_slurmctld_at_slurmdbd_and_weighs_fair_share() -> None:

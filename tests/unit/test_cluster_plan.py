@@ -12,6 +12,7 @@ from slurmkube.render.cluster import (
     Observed,
     PodView,
     SlurmNodeView,
+    configure,
     plan_cluster,
     topology_applied,
 )
@@ -59,8 +60,30 @@ def test_one_slurmd_pod_per_selected_node_with_all_its_gpus() -> None:
     container = pods["gpu-gpu-0001"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "4"}
     assert container["args"][:4] == ["slurmd", "-D", "-N", "gpu-0001"]
+    assert plan.config_map is not None and plan.config_map["kind"] == "ConfigMap"
     kinds = [o["kind"] for o in plan.objects]
-    assert kinds == ["ConfigMap", "Service", "StatefulSet", "Deployment", "Service", "Deployment"]
+    assert kinds == ["Service", "StatefulSet", "Deployment", "Service", "Deployment"]
+
+
+def test_the_config_needs_nothing_from_slurm_so_it_is_written_before_slurm_is_asked() -> None:
+    """The reconcile writes `configure`'s ConfigMap before it reads Slurm's nodes:
+    what Slurm says may change the pods, never the files."""
+    busy = {n: SlurmNodeView(name=n, busy=True, drain=True) for n in ("gpu-0001", "gpu-0002")}
+    before, after = configure(observed()), configure(observed(slurm=busy))
+    assert not isinstance(before, Condition) and not isinstance(after, Condition)
+    assert before.config_map == after.config_map
+    assert plan_cluster(observed(slurm=busy), before).config_map == before.config_map
+
+
+def test_an_invalid_spec_configures_nothing_and_says_so() -> None:
+    # Accounting on, and no database login read from its Secret.
+    database = {"host": "db.example", "secretName": "db-login"}
+    broken = observed(extra={"accounting": {"enabled": True, "database": database}})
+    configured = configure(broken)
+    assert isinstance(configured, Condition) and configured.reason == "InvalidSpec"
+    assert "spec.accounting.database.secretName" in configured.message
+    plan = plan_cluster(broken, configured)
+    assert plan.rendered is None and plan.config_map is None and plan.conditions == (configured,)
 
 
 @pytest.mark.parametrize("replicas", [0, 2])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmkube.topology.debounce import MAX_WAIT_FACTOR, Burst, extend, settled
+from slurmkube.topology.debounce import MAX_WAIT_FACTOR, Burst, extend, settled, settles_at
 
 QUIET = 1.0
 
@@ -46,3 +46,9 @@ def test_a_burst_settles_when_quiet_or_after_the_max_wait(
 
 def test_zero_debounce_reconciles_at_the_next_tick() -> None:
     assert settled(burst_of(3.0), 3.0, 0.0)
+
+
+def test_a_burst_settles_at_its_last_event_plus_the_quiet_time_or_the_max_wait() -> None:
+    assert settles_at(burst_of(0.0, 0.6), QUIET) == 1.6
+    never_quiet = burst_of(*(i * 0.5 for i in range(20)))
+    assert settles_at(never_quiet, QUIET) == QUIET * MAX_WAIT_FACTOR

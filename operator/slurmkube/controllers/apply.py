@@ -20,6 +20,7 @@ from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling
 from slurmkube.kube.client import Kube
 from slurmkube.render.cluster import (
     Condition,
+    Configured,
     Plan,
     SlurmNodeView,
     topology_applied,
@@ -42,8 +43,24 @@ from slurmkube.slurm.topology_text import parse_topology
 log = logging.getLogger(__name__)
 
 
+def deliver_config(kube: Kube, snap: Snapshot, configured: Configured) -> None:
+    """Write the ConfigMap and tell the slurmctld pods, first thing in a reconcile:
+    the config needs nothing from Slurm, so a label change does not wait while
+    slurmrestd lists every node (render/reloader.py takes it from here)."""
+    meta = snap.cluster_obj["metadata"]
+    wanted = configured.rendered.hash
+    # Before the write: a reconfigure that read the new files happened after
+    # this instant, which is what `loaded_since` compares against.
+    key = (meta["namespace"], meta["name"])
+    _clocks[key] = advance(_clocks.get(key), wanted, time.monotonic(), dt.datetime.now(dt.UTC))
+    kube.apply(configured.config_map, owner=snap.cluster_obj)
+    if (snap.cluster_obj.get("status") or {}).get("configHash") != wanted:
+        _annotate_controllers(kube, snap, wanted)
+
+
 def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
-    """Every step is idempotent: a crash anywhere is finished by the next reconcile."""
+    """Every step is idempotent: a crash anywhere is finished by the next reconcile.
+    The ConfigMap is already written (`deliver_config`)."""
     cluster_obj = snap.cluster_obj
     namespace = cluster_obj["metadata"]["namespace"]
     conditions = list(plan.conditions)
@@ -55,12 +72,6 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         if message[:1024] not in said:
             kube.event(cluster_obj, "InvalidSpec", message, warning=True)
         return conditions
-    # Before the ConfigMap is written: a reconfigure that read the new files then
-    # happened after this instant, which is what `loaded_since` compares against.
-    key = (namespace, cluster_obj["metadata"]["name"])
-    _clocks[key] = advance(
-        _clocks.get(key), plan.rendered.hash, time.monotonic(), dt.datetime.now(dt.UTC)
-    )
     for obj in plan.objects:
         kube.apply(obj, owner=cluster_obj)
     for api_version, kind, name in plan.prune:
@@ -180,7 +191,7 @@ def propagation_left(namespace: str, name: str) -> float:
     return min(CONFIRM_EVERY_SECONDS, seconds_left(clock, time.monotonic(), PROPAGATION_SECONDS))
 
 
-def _deliver(kube: Kube, snap: Snapshot, wanted: str) -> None:
+def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
     """Annotate the slurmctld pods with the hash: the kubelet then syncs their
     volumes now, not at its next periodic sync (render/reloader.py)."""
     cluster = snap.observed.bundle.cluster
@@ -224,7 +235,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     status = snap.cluster_obj.get("status") or {}
     wanted = plan.rendered.hash
     now = time.monotonic()
-    # apply_plan wrote the ConfigMap with `wanted`, and set this clock before.
+    # deliver_config wrote the ConfigMap with `wanted`, and set this clock before.
     clock = _clocks[(meta["namespace"], meta["name"])]
     if status.get("configHash") == wanted:
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
@@ -234,7 +245,6 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
             )
         ]
-    _deliver(kube, snap, wanted)
     if _shown_in_slurm(kube, snap, plan, clock):
         # The same words as above: the next reconcile must not rewrite the status.
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]

@@ -1,16 +1,18 @@
-"""kopf wiring: events mark clusters dirty, a per-cluster timer reconciles (debounced).
+"""kopf wiring: events mark clusters dirty, a per-cluster loop reconciles (debounced).
 
 Handlers never branch on create vs update: any event on a SlurmCluster, one
 of its NodeSets, or a Node change the reconcile would see (labels, resources,
-readiness, cordon; not heartbeats) marks the cluster dirty; a timer per
-cluster runs the whole observe -> plan -> apply once the events have been
-quiet for `spec.topology.debounceSeconds` (topology/debounce.py), and every
-30 s anyway to catch drift. A burst of label changes costs one reconcile.
+readiness, cordon; not heartbeats) marks the cluster dirty; a kopf daemon per
+cluster (`cluster_loop`) sleeps until the events have been quiet for
+`spec.topology.debounceSeconds` (topology/debounce.py), then runs the whole
+observe -> plan -> apply; and every 30 s anyway to catch drift. A burst of
+label changes costs one reconcile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -25,17 +27,30 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import TopologySpec
-from slurmkube.controllers.apply import apply_plan, propagation_left, write_status
-from slurmkube.controllers.observe import NodeEntry, node_entry, observe, slurm_fingerprint
+from slurmkube.controllers.apply import (
+    apply_plan,
+    deliver_config,
+    propagation_left,
+    write_status,
+)
+from slurmkube.controllers.observe import (
+    NodeEntry,
+    node_entry,
+    observe,
+    read_slurm,
+    slurm_fingerprint,
+)
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
-from slurmkube.render.cluster import plan_cluster
-from slurmkube.topology.debounce import Burst, extend, settled
+from slurmkube.render.cluster import Configured, configure, plan_cluster
+from slurmkube.topology.debounce import Burst, extend, settled, settles_at
 from slurmkube.topology.fleet import node_changed, node_fingerprint
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
+RETRY_SECONDS = 5.0  # after a reconcile raised
+STANDBY_LOOK_SECONDS = 1.0
 DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 # Slurm's power-saving decisions are no Kubernetes event: while a NodeSet
 # autoscales, Slurm's nodes are read this often (one REST call), and the
@@ -57,8 +72,11 @@ class _OperatorState:
     nodes: dict[str, int] = field(default_factory=dict)
     # Per Node: the fleet_nodes index entry and the fingerprint it was made from.
     entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
-    # The fleet_nodes index, for reconciles started outside the timer (reconcile_now).
+    # The fleet_nodes index, for reconciles started outside a cluster's loop (reconcile_now).
     index: kopf.Index[str, NodeEntry] | None = None
+    # Per cluster: set to wake its loop (cluster_loop) before the deadline it sleeps to.
+    nudged: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop | None = None
     # Autoscaled clusters: when to look at Slurm's nodes next, and what they were.
     poll: dict[tuple[str, str], float] = field(default_factory=dict)
     fingerprints: dict[tuple[str, str], int | None] = field(default_factory=dict)
@@ -68,7 +86,17 @@ State = _OperatorState()
 
 
 def _mark(key: tuple[str, str]) -> None:
+    """Called from kopf's handler threads and from the event loop alike."""
     State.dirty[key] = extend(State.dirty.get(key), time.monotonic())
+    if State.loop is not None:
+        State.loop.call_soon_threadsafe(_nudge, key)
+
+
+def _nudge(key: tuple[str, str]) -> None:
+    """In the event loop: wake the cluster's loop to reread when it is due."""
+    event = State.nudged.get(key)
+    if event is not None:
+        event.set()
 
 
 def _kube() -> Kube:
@@ -81,6 +109,10 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = wk.FINALIZER
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    # kopf holds each object's event this long for a newer one of the same object
+    # (default 0.1 s). Handlers here are idempotent and cheap, and a Node label
+    # change is on the clock of the label-to-Slurm target (DESIGN.md §7).
+    settings.batching.batch_window = 0.02
     api = load_config(os.environ.get("KUBECONFIG"))
     State.kube = Kube(api)
     namespace = os.environ.get("SLURMKUBE_OPERATOR_NAMESPACE", "default")
@@ -149,7 +181,7 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 @kopf.index("", "v1", "nodes")
 def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
     """Every Node as the reconcile reads it, kept by the Node watch (an informer's
-    cache): kopf fills it from the initial list before any handler or timer runs,
+    cache): kopf fills it from the initial list before any handler or daemon runs,
     and drops a deleted Node's entry. Converted again only when the Node changed
     what the reconcile reads; heartbeats reuse the entry."""
     fingerprint = node_fingerprint(body)
@@ -176,30 +208,77 @@ def _nodes_now(index: kopf.Index[str, NodeEntry]) -> dict[str, NodeEntry]:
     return {name: entry for name, store in index.items() for entry in store}
 
 
-# Fine enough for a debounce of a fraction of a second; each tick is a few dict reads.
-@kopf.timer(GROUP, VERSION, "slurmclusters", interval=0.2, sharp=False)
-async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
+def _due_at(key: tuple[str, str], quiet: float) -> float:
+    """When the cluster's next reconcile (or autoscale poll) is due: its events
+    settled, a pending config to confirm, an autoscale poll, or the resync."""
+    due = [State.last[key] + RESYNC_SECONDS]
+    burst = State.dirty.get(key)
+    if burst is not None:
+        due.append(settles_at(burst, quiet))
+    for at in (State.wake.get(key), State.poll.get(key)):
+        if at is not None:
+            due.append(at)
+    return min(due)
+
+
+@kopf.daemon(GROUP, VERSION, "slurmclusters", cancellation_timeout=10.0)
+async def cluster_loop(
+    namespace: str | None,
+    name: str,
+    spec: kopf.Spec,
+    stopped: kopf.DaemonStopped,
+    **kwargs: Any,
+) -> None:
+    """One per SlurmCluster: sleeps until its next reconcile is due, woken early by
+    every event that marks it dirty, so a settled burst is reconciled on the
+    instant, not at a timer's next tick. `spec` is kopf's live view."""
+    State.loop = asyncio.get_running_loop()
     # kopf passes each index by its function's name.
     State.index = kwargs["fleet_nodes"]
     key = (namespace or "default", name)
     State.last.setdefault(key, 0.0)
+    nudged = State.nudged.setdefault(key, asyncio.Event())
+    try:
+        while not stopped:
+            if State.lease is None or not State.lease.is_leader:
+                # A standby follows nothing; it looks each second whether it leads now.
+                await asyncio.sleep(STANDBY_LOOK_SECONDS)
+                continue
+            # Cleared before the deadline is read: a nudge from here on wakes the wait
+            # (everything below up to the wait runs without yielding to the loop).
+            nudged.clear()
+            quiet = float(
+                (spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS)
+            )
+            delay = _due_at(key, quiet) - time.monotonic()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(nudged.wait(), timeout=delay)
+                continue
+            try:
+                await _tick(key, quiet)
+            except Exception:
+                # Logged and counted (slurmkube_reconcile_errors_total); tried again soon.
+                log.exception("reconcile failed cluster=%s/%s", *key)
+                State.wake[key] = time.monotonic() + RETRY_SECONDS
+    finally:
+        State.nudged.pop(key, None)
+
+
+async def _tick(key: tuple[str, str], quiet: float) -> None:
     now = time.monotonic()
     woken = now >= State.wake.get(key, float("inf"))
     if woken:
         del State.wake[key]
-    due = woken or now - State.last[key] > RESYNC_SECONDS
+    due = woken or now >= State.last[key] + RESYNC_SECONDS
     polled = now >= State.poll.get(key, float("inf"))
     burst = State.dirty.get(key)
-    quiet = float((spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS))
     ready = burst is not None and settled(burst, now, quiet)
     if not ready and not due and not polled:
         return
     if State.lease is None or not State.lease.is_leader:
-        return
-    lock = State.locks.setdefault(key, asyncio.Lock())
-    if lock.locked():
-        return
-    async with lock:
+        return  # lost the lease just now: the loop waits as a standby
+    async with State.locks.setdefault(key, asyncio.Lock()):
         if polled and not ready and not due:
             State.poll[key] = now + AUTOSCALE_POLL_SECONDS
             if not await asyncio.to_thread(_slurm_changed, *key):
@@ -210,21 +289,25 @@ async def reconcile_timer(namespace: str | None, name: str, spec: kopf.Spec, **k
 async def reconcile_now(key: tuple[str, str]) -> None:
     """Reconcile a cluster at once, not at its next tick: for a change whose latency a
     user waits on (the Kueue bridge's lease labels). Runs after a reconcile in
-    progress, never beside it; leader only, like the timer."""
+    progress, never beside it; leader only, like the cluster's loop."""
     if State.lease is None or not State.lease.is_leader or key not in State.last:
         return
-    if State.index is None:  # kopf has not handed the Node index to a timer yet
+    if State.index is None:  # kopf has not handed the Node index to a cluster loop yet
         return
     async with State.locks.setdefault(key, asyncio.Lock()):
         await _reconcile_locked(key)
 
 
 async def _reconcile_locked(key: tuple[str, str]) -> None:
-    assert State.index is not None, "set by the reconcile timer, which runs first"
+    assert State.index is not None, "set by a cluster's loop, which runs first"
     # Events from here on belong to the next reconcile, which reads them.
     State.dirty.pop(key, None)
     State.last[key] = time.monotonic()
-    await asyncio.to_thread(reconcile, *key, _nodes_now(State.index))
+    try:
+        await asyncio.to_thread(reconcile, *key, _nodes_now(State.index))
+    finally:
+        # The reconcile may have set a wake or a poll: the cluster's loop rereads them.
+        _nudge(key)
 
 
 def _slurm_changed(namespace: str, name: str) -> bool:
@@ -242,7 +325,11 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None
             snap = observe(kube, namespace, name, nodes)
             if snap is None:
                 return
-            plan = plan_cluster(snap.observed)
+            configured = configure(snap.observed)
+            if isinstance(configured, Configured):
+                deliver_config(kube, snap, configured)
+            snap = read_slurm(kube, snap)
+            plan = plan_cluster(snap.observed, configured)
             conditions = apply_plan(kube, snap, plan)
             write_status(kube, snap, plan, conditions)
     except Exception:

@@ -7,8 +7,9 @@ import logging
 import os
 import secrets
 import tempfile
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +148,30 @@ def slurm_client(
     if not key or not cluster.spec.rest_api.replicas:
         return None
     url = os.environ.get("SLURMKUBE_SLURMRESTD_URL") or _restapi_url(kube, cluster)
+    known = _DATA_PARSERS.get(url)
+    fresh = known is not None and time.monotonic() - known[1] < PARSER_TTL_SECONDS
     return RestClient(
-        url, jwt_key=key, user="slurm", timeout=5.0, attempts=2, reservations=reservations
+        url,
+        jwt_key=key,
+        user="slurm",
+        timeout=5.0,
+        attempts=2,
+        reservations=reservations,
+        data_parser=known[0] if known is not None and fresh else None,
     )
+
+
+# slurmrestd's data_parser version per URL. Every reconcile makes a new client,
+# and finding the version means fetching and parsing /openapi/v3, a large
+# document: it is asked again only after a while (slurmrestd may be upgraded).
+PARSER_TTL_SECONDS = 600.0
+_DATA_PARSERS: dict[str, tuple[str, float]] = {}
+
+
+def _remember_data_parser(slurm: RestClient) -> None:
+    """After a request succeeded, so the version is known and no request is made."""
+    if slurm.url not in _DATA_PARSERS or _DATA_PARSERS[slurm.url][0] != slurm.data_parser:
+        _DATA_PARSERS[slurm.url] = (slurm.data_parser, time.monotonic())
 
 
 def scontrol_client(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
@@ -244,8 +266,9 @@ def _node_set(raw: Manifest) -> NodeSet:
 def observe(
     kube: Kube, namespace: str, name: str, nodes: Mapping[str, NodeEntry]
 ) -> Snapshot | None:
-    """One cluster's world. `nodes` is every Kubernetes Node, from the operator's
-    watch-fed index: a reconcile lists no Nodes, so it costs the same at 10,000."""
+    """One cluster's world as Kubernetes holds it (Slurm's part: `read_slurm`).
+    `nodes` is every Kubernetes Node, from the operator's watch-fed index: a
+    reconcile lists no Nodes, so it costs the same at 10,000."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
     if cluster_obj is None:
         return None
@@ -267,17 +290,6 @@ def observe(
     pods = [_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector)]
     database = _database_credentials(kube, namespace, cluster)
     ensure_auth(kube, cluster_obj, cluster)
-    slurm = slurm_client(kube, cluster)
-    slurm_nodes: dict[str, SlurmNodeView] | None = None
-    error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
-    pending: dict[str, int] | None = None
-    if slurm is not None:
-        try:
-            slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
-            if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):
-                pending = _pending_gpus(slurm)
-        except SlurmError as err:
-            error = str(err)
     return Snapshot(
         cluster_obj=cluster_obj,
         node_set_objs=node_set_objs,
@@ -285,10 +297,34 @@ def observe(
             bundle=bundle,
             fleet=fleet,
             pods=pods,
-            slurm_nodes=slurm_nodes,
+            slurm_nodes=None,
             unavailable=unavailable,
             database=database,
         ),
+        slurm=None,
+        slurm_error="Slurm not asked yet",
+    )
+
+
+def read_slurm(kube: Kube, snap: Snapshot) -> Snapshot:
+    """The snapshot with what slurmrestd says of the cluster's nodes (and, while a
+    NodeSet autoscales, of pending jobs); read after the config is delivered."""
+    bundle = snap.observed.bundle
+    slurm = slurm_client(kube, bundle.cluster)
+    slurm_nodes: dict[str, SlurmNodeView] | None = None
+    error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
+    pending: dict[str, int] | None = None
+    if slurm is not None:
+        try:
+            slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
+            _remember_data_parser(slurm)
+            if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):
+                pending = _pending_gpus(slurm)
+        except SlurmError as err:
+            error = str(err)
+    return replace(
+        snap,
+        observed=replace(snap.observed, slurm_nodes=slurm_nodes),
         slurm=slurm,
         slurm_error=error,
         pending_gpus=pending,

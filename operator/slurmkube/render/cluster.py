@@ -113,6 +113,9 @@ class Condition:
 @dataclass(frozen=True, slots=True)
 class Plan:
     rendered: RenderedConfig | None
+    # The rendered config's ConfigMap (None with `rendered`), apart from `objects`:
+    # written before the rest of the plan is even made (controllers/apply.py).
+    config_map: Manifest | None = None
     objects: tuple[Manifest, ...] = ()
     # (apiVersion, kind, name) of objects that must not exist (accounting off).
     prune: tuple[tuple[str, str, str], ...] = ()
@@ -143,20 +146,40 @@ class Plan:
 DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
 
 
-def plan_cluster(observed: Observed) -> Plan:
-    bundle = observed.bundle
-    cluster = bundle.cluster
+@dataclass(frozen=True, slots=True)
+class Configured:
+    """The cluster's Slurm config as Kubernetes alone decides it (spec, NodeSets,
+    Node labels; nothing Slurm reports): rendered first, so a reconcile can write
+    the ConfigMap before it asks Slurm anything (controllers/handlers.py)."""
+
+    config: SlurmConfig
+    rendered: RenderedConfig
+    config_map: Manifest
+    accounting: tuple[Manifest, ...]
+
+
+def configure(observed: Observed) -> Configured | Condition:
+    """The config, or the InvalidSpec condition that says what to fix."""
+    cluster = observed.bundle.cluster
     try:
-        config = plan_config(bundle, observed.fleet, deployment_context(cluster))
+        config = plan_config(observed.bundle, observed.fleet, deployment_context(cluster))
         accounting = _accounting_objects(cluster, observed.database)
     except InvalidValue as err:
-        return Plan(
-            rendered=None,
-            conditions=(Condition("ConfigApplied", False, "InvalidSpec", str(err)),),
-        )
+        return Condition("ConfigApplied", False, "InvalidSpec", str(err))
     rendered = render_files(config)
+    return Configured(config, rendered, config_map(cluster, rendered), tuple(accounting))
+
+
+def plan_cluster(observed: Observed, configured: Configured | Condition | None = None) -> Plan:
+    """`configured` is `configure(observed)`, when the caller already has it."""
+    bundle = observed.bundle
+    cluster = bundle.cluster
+    if configured is None:
+        configured = configure(observed)
+    if isinstance(configured, Condition):
+        return Plan(rendered=None, conditions=(configured,))
+    config, rendered, accounting = configured.config, configured.rendered, configured.accounting
     objects: list[Manifest] = [
-        config_map(cluster, rendered),
         controller_service(cluster),
         controller_statefulset(cluster),
     ]
@@ -232,6 +255,7 @@ def plan_cluster(observed: Observed) -> Plan:
         delete += rollout.delete_pods
     return Plan(
         rendered=rendered,
+        config_map=configured.config_map,
         objects=tuple(objects),
         prune=prune,
         create_pods=create,

@@ -193,7 +193,13 @@ class RestClient:
             wait=wait_exponential(multiplier=0.1, max=max_backoff),
             reraise=True,
         )
+        self._url = url
         self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport)
+
+    @property
+    def url(self) -> str:
+        """slurmrestd's URL as given."""
+        return self._url
 
     def close(self) -> None:
         self._http.close()

@@ -29,5 +29,10 @@ def extend(burst: Burst | None, now: float) -> Burst:
     return Burst(now, now) if burst is None else Burst(burst.first, now)
 
 
+def settles_at(burst: Burst, quiet: float) -> float:
+    """The monotonic instant the burst is settled, unless another event comes first."""
+    return min(burst.last + quiet, burst.first + quiet * MAX_WAIT_FACTOR)
+
+
 def settled(burst: Burst, now: float, quiet: float) -> bool:
-    return now - burst.last >= quiet or now - burst.first >= quiet * MAX_WAIT_FACTOR
+    return now >= settles_at(burst, quiet)
