@@ -37,7 +37,7 @@ from slurmkube.controllers.observe import (
     NodeEntry,
     node_entry,
     observe,
-    read_slurm,
+    observe_rest,
     slurm_fingerprint,
 )
 from slurmkube.kube.client import Kube, load_config
@@ -320,6 +320,12 @@ def _slurm_changed(namespace: str, name: str) -> bool:
 def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None:
     kube = _kube()
     started = time.monotonic()
+    # Seconds per step, for the log line: where a slow reconcile spends its time.
+    steps: dict[str, float] = {}
+
+    def step(label: str) -> None:
+        steps[label] = time.monotonic() - started - sum(steps.values())
+
     try:
         with metrics.RECONCILE_SECONDS.labels(name).time():
             snap = observe(kube, namespace, name, nodes)
@@ -328,10 +334,14 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None
             configured = configure(snap.observed)
             if isinstance(configured, Configured):
                 deliver_config(kube, snap, configured)
-            snap = read_slurm(kube, snap)
+            step("config")
+            snap = observe_rest(kube, snap)
+            step("observe")
             plan = plan_cluster(snap.observed, configured)
             conditions = apply_plan(kube, snap, plan)
+            step("apply")
             write_status(kube, snap, plan, conditions)
+            step("status")
     except Exception:
         metrics.RECONCILE_ERRORS.labels(name).inc()
         raise
@@ -346,11 +356,12 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None
     else:
         State.poll.pop((namespace, name), None)
     log.info(
-        "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f",
+        "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f (%s)",
         namespace,
         name,
         len(plan.create_pods),
         len(plan.drain),
         len(plan.delete_pods),
         time.monotonic() - started,
+        " ".join(f"{label}={seconds:.2f}" for label, seconds in steps.items()),
     )

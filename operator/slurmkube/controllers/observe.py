@@ -266,7 +266,8 @@ def _node_set(raw: Manifest) -> NodeSet:
 def observe(
     kube: Kube, namespace: str, name: str, nodes: Mapping[str, NodeEntry]
 ) -> Snapshot | None:
-    """One cluster's world as Kubernetes holds it (Slurm's part: `read_slurm`).
+    """What one cluster's config is made from: the SlurmCluster, its NodeSets, the
+    Nodes, the accounting database's login (the rest: `observe_rest`).
     `nodes` is every Kubernetes Node, from the operator's watch-fed index: a
     reconcile lists no Nodes, so it costs the same at 10,000."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
@@ -286,17 +287,14 @@ def observe(
     # By name, as a Node list returns them.
     fleet = [e.fleet for _, e in sorted(nodes.items()) if e.fleet is not None]
     unavailable = {n: e.unavailable for n, e in nodes.items() if e.unavailable is not None}
-    selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
-    pods = [_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector)]
     database = _database_credentials(kube, namespace, cluster)
-    ensure_auth(kube, cluster_obj, cluster)
     return Snapshot(
         cluster_obj=cluster_obj,
         node_set_objs=node_set_objs,
         observed=Observed(
             bundle=bundle,
             fleet=fleet,
-            pods=pods,
+            pods=(),
             slurm_nodes=None,
             unavailable=unavailable,
             database=database,
@@ -306,11 +304,17 @@ def observe(
     )
 
 
-def read_slurm(kube: Kube, snap: Snapshot) -> Snapshot:
-    """The snapshot with what slurmrestd says of the cluster's nodes (and, while a
-    NodeSet autoscales, of pending jobs); read after the config is delivered."""
+def observe_rest(kube: Kube, snap: Snapshot) -> Snapshot:
+    """The snapshot with the rest of the world, read once the config is delivered:
+    the cluster's slurmd pods and what slurmrestd says of its nodes (and, while a
+    NodeSet autoscales, of pending jobs). Generates the cluster's keys if missing."""
     bundle = snap.observed.bundle
-    slurm = slurm_client(kube, bundle.cluster)
+    cluster = bundle.cluster
+    namespace, name = snap.cluster_obj["metadata"]["namespace"], cluster.metadata.name
+    selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
+    pods = tuple(_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector))
+    ensure_auth(kube, snap.cluster_obj, cluster)
+    slurm = slurm_client(kube, cluster)
     slurm_nodes: dict[str, SlurmNodeView] | None = None
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
     pending: dict[str, int] | None = None
@@ -324,7 +328,7 @@ def read_slurm(kube: Kube, snap: Snapshot) -> Snapshot:
             error = str(err)
     return replace(
         snap,
-        observed=replace(snap.observed, slurm_nodes=slurm_nodes),
+        observed=replace(snap.observed, pods=pods, slurm_nodes=slurm_nodes),
         slurm=slurm,
         slurm_error=error,
         pending_gpus=pending,
