@@ -163,6 +163,11 @@ def part_rss(
             time.sleep(1)
         text = operator.log.read_bytes()[log_mark:].decode(errors="replace")
         seconds = [float(s) for s in re.findall(r"reconciled cluster=\S+ .*seconds=([\d.]+)", text)]
+        # Each reconcile's log line: seconds per step (config= observe= apply= status=).
+        steps: dict[str, list[float]] = {}
+        for line in re.findall(r"reconciled cluster=.*\((.*)\)", text):
+            for label, value in re.findall(r"(\w+)=([\d.]+)", line):
+                steps.setdefault(label, []).append(float(value))
         status = (kube.get(API, "SlurmCluster", "local", ns) or {}).get("status") or {}
     finally:
         delete_namespace(kube, ns)
@@ -178,6 +183,7 @@ def part_rss(
         "target_rss_mb": TARGET_RSS_MB,
         "meets_target": steady < TARGET_RSS_MB,
         "reconcile_seconds_p50": round(statistics.median(seconds), 2) if seconds else None,
+        "reconcile_steps_p50": {k: round(statistics.median(v), 2) for k, v in steps.items()},
         "reconciles": len(seconds),
         "fleet_create_seconds": round(fleet_seconds, 1),
     }

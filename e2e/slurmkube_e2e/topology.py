@@ -97,7 +97,9 @@ def fleet_cluster(
     topology: Manifest,
 ) -> Iterator[None]:
     """A Ready cluster (`cluster_docs`) over kwok nodes of `spec` and labelled local
-    nodes; afterwards the namespace, the kwok nodes and the test labels are gone."""
+    nodes; afterwards the namespace and the kwok nodes are gone and the local nodes'
+    labels are as they were."""
+    restore: dict[str, dict[str, str | None]] = {}
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     try:
         for sim in fleet.layout(spec):
@@ -106,6 +108,8 @@ def fleet_cluster(
             kube.create(manifest)
         wait_nodes_ready(kubeconfig, [n.name for n in fleet.layout(spec)], timeout=120)
         for node, labels in local_labels.items():
+            before = (kube.get("v1", "Node", node) or {}).get("metadata", {}).get("labels") or {}
+            restore[node] = {key: before.get(key) for key in labels}
             kube.patch("v1", "Node", node, {"metadata": {"labels": labels}})
         wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
         for doc in cluster_docs(namespace, spec.name, local_labels, topology):
@@ -117,6 +121,7 @@ def fleet_cluster(
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
         for sim in fleet.layout(spec):
             kube.delete("v1", "Node", sim.name)
-        for node, labels in local_labels.items():
-            unset = dict.fromkeys(labels)
-            kube.patch("v1", "Node", node, {"metadata": {"labels": unset}})
+        # As found: a key the local runtime set (nvidia.com/gpu.clique) is set
+        # only when it registers its nodes, so it must be put back here.
+        for node, found in restore.items():
+            kube.patch("v1", "Node", node, {"metadata": {"labels": found}})

@@ -6,9 +6,11 @@ simulated nodes are a NodeSet with zero replicas (State=CLOUD): they have no
 slurmd but are in slurm.conf and topology.conf like any node. Jobs run on the
 local nodes (partition `local`).
 
-The domain label is a test key (`spec.topology.nvlinkDomainLabel`), not
-`nvidia.com/gpu.clique`: the local runtime re-asserts its nodes' own clique
-labels, and the test must move local nodes between domains.
+The domain label is the default, `nvidia.com/gpu.clique`, as GPU Feature
+Discovery sets it. The local runtime sets its nodes' own clique labels when it
+registers them (not after), so the test can move local nodes between domains;
+it puts their labels back afterwards. (test_topology_tree.py reads its tiers
+from test keys.)
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from slurmkube_e2e.waiting import (
 pytestmark = pytest.mark.e2e
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
-DOMAIN = "e2e.slurmkube.io/nvlink-domain"
+DOMAIN = fleet.CLIQUE_LABEL  # spec.topology's default nvlinkDomainLabel
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 HOSTNAME = "kubernetes.io/hostname"
 # Two running slurmd nodes in each of the first two domains.
@@ -84,7 +86,7 @@ def topo(kube: Kube, kubeconfig: Path, operator: None) -> Iterator[Fleet]:
         spec,
         sim_labels=lambda n: {DOMAIN: domains[n.name]},
         local_labels={node: {DOMAIN: domain} for node, domain in LOCAL_DOMAINS.items()},
-        topology={"blockSize": 8, "nvlinkDomainLabel": DOMAIN},
+        topology={"blockSize": 8},
     ):
         yield Fleet(namespace, spec, domains | LOCAL_DOMAINS)
     # The operator deletes its cluster-scoped Kueue objects with the SlurmCluster.

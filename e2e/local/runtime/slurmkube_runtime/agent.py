@@ -702,9 +702,17 @@ class Agent:
                 if time.monotonic() - last_status > NODE_STATUS_EVERY:
                     for manifest in nodes.node_manifests():
                         name = manifest["metadata"]["name"]
-                        node = self.api.apply_node(manifest)
-                        node_uids[name] = node["metadata"]["uid"]
-                        self.api.patch_node_status(name, nodes.node_status(name, self.boot_id))
+                        if name not in node_uids:
+                            # Registration, as a kubelet's: labels and taints are set
+                            # when the agent (re)registers its node, not re-asserted at
+                            # each status update, so a test may relabel a local node
+                            # (nvidia.com/gpu.clique included) and restore it after.
+                            node = self.api.apply_node(manifest)
+                            node_uids[name] = node["metadata"]["uid"]
+                        if not self.api.patch_node_status(
+                            name, nodes.node_status(name, self.boot_id)
+                        ):
+                            del node_uids[name]  # deleted: registered again next round
                     last_status = time.monotonic()
                 for name, uid in node_uids.items():
                     self.api.renew_lease(nodes.lease_manifest(name, uid))

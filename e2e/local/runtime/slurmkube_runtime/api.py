@@ -159,8 +159,15 @@ class Api:
             )
         )
 
-    def patch_node_status(self, name: str, status: Manifest) -> None:
-        self.core.patch_node_status(name, status, _request_timeout=REQUEST_TIMEOUT)
+    def patch_node_status(self, name: str, status: Manifest) -> bool:
+        """False if the Node is gone."""
+        try:
+            self.core.patch_node_status(name, status, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def delete_node(self, name: str) -> None:
         try:
