@@ -279,6 +279,8 @@ async def _tick(key: tuple[str, str], quiet: float) -> None:
     if State.lease is None or not State.lease.is_leader:
         return  # lost the lease just now: the loop waits as a standby
     async with State.locks.setdefault(key, asyncio.Lock()):
+        if State.last[key] > now:
+            return  # a reconcile_now ran while this waited for the lock: it read all this would
         if polled and not ready and not due:
             State.poll[key] = now + AUTOSCALE_POLL_SECONDS
             if not await asyncio.to_thread(_slurm_changed, *key):
