@@ -175,7 +175,8 @@ def kind_cluster_config(
             "labels": {
                 k: v
                 for k, v in node_manifest(spec, node)["metadata"]["labels"].items()
-                if not k.startswith("kubernetes.io/") and k != "type"
+                # The kubelet sets these itself (and may not be told to).
+                if not k.startswith(("kubernetes.io/", "beta.kubernetes.io/")) and k != "type"
             },
         }
         for node in layout(spec)
