@@ -148,8 +148,6 @@ def slurm_client(
     if not key or not cluster.spec.rest_api.replicas:
         return None
     url = os.environ.get("SLURMKUBE_SLURMRESTD_URL") or _restapi_url(kube, cluster)
-    known = _DATA_PARSERS.get(url)
-    fresh = known is not None and time.monotonic() - known[1] < PARSER_TTL_SECONDS
     return RestClient(
         url,
         jwt_key=key,
@@ -157,7 +155,7 @@ def slurm_client(
         timeout=5.0,
         attempts=2,
         reservations=reservations,
-        data_parser=known[0] if known is not None and fresh else None,
+        data_parser=_known_data_parser(url),
     )
 
 
@@ -168,10 +166,21 @@ PARSER_TTL_SECONDS = 600.0
 _DATA_PARSERS: dict[str, tuple[str, float]] = {}
 
 
+def _known_data_parser(url: str) -> str | None:
+    known = _DATA_PARSERS.get(url)
+    if known is None or time.monotonic() - known[1] >= PARSER_TTL_SECONDS:
+        return None
+    return known[0]
+
+
 def _remember_data_parser(slurm: RestClient) -> None:
-    """After a request succeeded, so the version is known and no request is made."""
-    if slurm.url not in _DATA_PARSERS or _DATA_PARSERS[slurm.url][0] != slurm.data_parser:
-        _DATA_PARSERS[slurm.url] = (slurm.data_parser, time.monotonic())
+    """After a request succeeded, so the version is known and no request is made.
+    A client made with a remembered version changes nothing: the entry still
+    expires, and the next client asks slurmrestd again."""
+    now = time.monotonic()
+    known = _DATA_PARSERS.get(slurm.url)
+    if known is None or known[0] != slurm.data_parser or now - known[1] >= PARSER_TTL_SECONDS:
+        _DATA_PARSERS[slurm.url] = (slurm.data_parser, now)
 
 
 def scontrol_client(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
