@@ -47,8 +47,10 @@ class Pod:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        # Once it has taken the mounted files as applied (as slurmctld read them).
-        wait_for((self.state / "applied").exists)
+        # Once it has taken the mounted files as applied (as slurmctld read them):
+        # the file exists, empty, before the hash is read into it.
+        applied = self.state / "applied"
+        wait_for(lambda: applied.exists() and applied.stat().st_size > 0)
 
     def stop(self) -> str:
         assert self.proc is not None
