@@ -8,10 +8,12 @@
 (b) follow: on the local control plane (`make cluster-up`) with N kwok nodes
     in a SlurmCluster (replicas 0: all State=CLOUD, all in topology.conf):
     the time from a Node label patch (`nvidia.com/gpu.clique` moved to another
-    domain) to `scontrol show topology` in the slurmctld pod showing the node
-    in its new block, p50/p95 over C changes, split into label -> ConfigMap
-    rendered (debounce + reconcile) and ConfigMap -> shown (pod annotation,
-    volume sync, the slurmctld pod's config reloader, `scontrol reconfigure`);
+    domain) to `scontrol show topology` (the host's scontrol with a JWT, as
+    the operator reads Slurm) showing the node in its new block, p50/p95 over
+    C changes, split into label -> ConfigMap rendered (debounce + the reconcile
+    up to its write) and ConfigMap -> shown, itself split by the config
+    reloader's log into -> landed (pod annotation, volume sync, reloader poll),
+    -> reconfigured (`scontrol reconfigure`) and -> shown (slurmctld re-execs);
     the reconfigures each change cost; then a burst of B label changes and
     the reconfigures it cost (the config reloader's, counted in its log, plus
     the operator's backstop ones, slurmkube_reconfigures_total). The operator
