@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from slurmkube.api.models import SlurmCluster
+from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers.observe import slurm_client
 from slurmkube.kube.client import Kube as OperatorKube
 from slurmkube.kube.client import load_config
@@ -143,9 +143,7 @@ def main() -> int:
             )
             raw = kube.get(API, "SlurmCluster", "local", ns)
             assert raw is not None
-            cluster = SlurmCluster.model_validate(
-                {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-            )
+            cluster = from_object(SlurmCluster, raw)
             slurm = slurm_client(OperatorKube(load_config(str(kubeconfig))), cluster)
             assert slurm is not None
             for _ in range(args.rounds):

@@ -57,7 +57,7 @@ import yaml  # noqa: E402
 
 from reconcile import condition, delete_namespace, namespace, operator_env, poll  # noqa: E402
 from render import cluster_docs, fleet_dicts  # noqa: E402
-from slurmkube.api.models import SlurmCluster  # noqa: E402
+from slurmkube.api.models import SlurmCluster, from_object  # noqa: E402
 from slurmkube.controllers.observe import scontrol_client  # noqa: E402
 from slurmkube.kube.client import Kube as OperatorKube  # noqa: E402
 from slurmkube.kube.client import load_config  # noqa: E402
@@ -192,9 +192,7 @@ class Follow:
         if self._scontrol is None:
             raw = self.kube.get(API, "SlurmCluster", "local", self.namespace)
             assert raw is not None
-            cluster = SlurmCluster.model_validate(
-                {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-            )
+            cluster = from_object(SlurmCluster, raw)
             self._scontrol = scontrol_client(OperatorKube(load_config(None)), cluster)
             assert self._scontrol is not None, "no scontrol: SLURMKUBE_SLURM_PREFIX?"
         shown = self._scontrol.show_topology()

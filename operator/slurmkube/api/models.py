@@ -9,7 +9,7 @@ Field names are the camelCase JSON names, as in every Kubernetes API.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,6 +22,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
     )
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def from_object(model: type[_M], obj: Mapping[str, Any]) -> _M:
+    """A SlurmCluster or NodeSet as read from the API server: its apiVersion, kind,
+    metadata and spec (status and server-set fields are not part of the model)."""
+    return model.model_validate({k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")})
 
 
 class _Lenient(BaseModel):

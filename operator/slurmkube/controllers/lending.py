@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
-from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec
+from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec, from_object
 from slurmkube.controllers import handlers
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import (
@@ -231,9 +231,7 @@ def _clusters_with_leases(kube: Kube, live: frozenset[str]) -> set[tuple[str, st
         return set()
     found = set()
     for raw in kube.list(wk.API_VERSION, "NodeSet", BRIDGE.namespace):
-        node_set = NodeSet.model_validate(
-            {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-        )
+        node_set = from_object(NodeSet, raw)
         if any(
             node_set.spec.node_selector.matches(n["metadata"].get("labels") or {}) for n in leased
         ):
@@ -307,9 +305,7 @@ def _reconcile_cluster(
     obj = kube.get(wk.API_VERSION, "SlurmCluster", name, namespace)
     if obj is None:
         return (False, "ClusterNotFound", f"SlurmCluster {namespace}/{name} not found"), False
-    cluster = SlurmCluster.model_validate(
-        {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-    )
+    cluster = from_object(SlurmCluster, obj)
     writer = scontrol_client(kube, cluster)
     rest = slurm_client(kube, cluster, reservations=writer)
     policies = tuple(c.policy for c in checks if c.policy is not None)
@@ -341,7 +337,7 @@ def _observe_nodes(
 ) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
     namespace = cluster.metadata.namespace or "default"
     node_sets = [
-        NodeSet.model_validate({k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+        from_object(NodeSet, raw)
         for raw in kube.list(wk.API_VERSION, "NodeSet", namespace)
         if (raw.get("spec") or {}).get("clusterRef") == cluster.metadata.name
     ]

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
-from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster
+from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.render import autoscale
 from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
@@ -257,9 +257,7 @@ class Snapshot:
 
 
 def _node_set(raw: Manifest) -> NodeSet:
-    node_set = NodeSet.model_validate(
-        {k: raw[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-    )
+    node_set = from_object(NodeSet, raw)
     if raw["metadata"].get("deletionTimestamp"):
         # Leaving: its slurmd pods are drained and removed like a scale to zero.
         node_set = node_set.model_copy(
@@ -282,9 +280,7 @@ def observe(
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
     if cluster_obj is None:
         return None
-    cluster = SlurmCluster.model_validate(
-        {k: cluster_obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-    )
+    cluster = from_object(SlurmCluster, cluster_obj)
     node_set_objs = {
         ns["metadata"]["name"]: ns
         for ns in kube.list(API, "NodeSet", namespace)
@@ -376,9 +372,7 @@ def slurm_fingerprint(kube: Kube, namespace: str, name: str) -> int | None:
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
     if cluster_obj is None:
         return None
-    cluster = SlurmCluster.model_validate(
-        {k: cluster_obj[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-    )
+    cluster = from_object(SlurmCluster, cluster_obj)
     slurm = slurm_client(kube, cluster)
     if slurm is None:
         return None
