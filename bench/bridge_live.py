@@ -42,12 +42,16 @@ ROOT = Path(__file__).resolve().parents[1]
 E2E_PATH = [str(ROOT / "e2e"), str(ROOT / "e2e/local/runtime")]
 sys.path[1:1] = E2E_PATH
 
-import yaml  # noqa: E402
 
-from reconcile import condition, delete_namespace, namespace, operator_env  # noqa: E402
+from reconcile import (  # noqa: E402
+    condition,
+    delete_namespace,
+    local_cluster,
+    namespace,
+    operator_env,
+)
 from reconcile import poll as wait  # noqa: E402
 from slurmkube_e2e.kube import Kube, Manifest  # noqa: E402
-from slurmkube_e2e.layout import Layout  # noqa: E402
 from slurmkube_e2e.lending import (  # noqa: E402
     GPUS_PER_NODE,
     KUEUE,
@@ -342,16 +346,12 @@ def part_queued(lender: Lender, seen: Seen, count: int) -> dict[str, Any]:
 
 
 def live_main(*, sequential: int, queued: int, nodes: int) -> int:
-    kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
-    if not kubeconfig.exists():
-        print(f"bench/bridge: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
+    found = local_cluster("bridge")
+    if found is None:
         return 1
-    kube = Kube(kubeconfig)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
+    kubeconfig, kube = found
+    # scontrol for reservation writes comes with it (SLURMKUBE_SLURM_PREFIX).
     env = operator_env(kubeconfig)
-    # scontrol for reservation writes: the local Slurm build, as in the e2e suite.
-    env.setdefault("SLURMKUBE_SLURM_PREFIX", str(Path.home() / ".cache/slurmkube/slurm/24.11.5"))
     # `in_ctld` runs `python -m slurmkube_e2e exec` in a child process.
     os.environ["PYTHONPATH"] = os.pathsep.join([*E2E_PATH, os.environ.get("PYTHONPATH", "")])
     result: dict[str, Any] = {"bench": "bridge_live", "nodes": nodes}

@@ -44,6 +44,19 @@ TARGET_RSS_MB = 300.0
 BENCH_FLEET = "bench"
 
 
+def local_cluster(bench: str) -> tuple[Path, Kube] | None:
+    """The local control plane's kubeconfig and a client, with slurmkube's CRDs
+    applied; None (said on stderr) when no cluster is up."""
+    kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
+    if not kubeconfig.exists():
+        print(f"bench/{bench}: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
+        return None
+    kube = Kube(kubeconfig)
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        kube.apply(yaml.safe_load(path.read_text()))
+    return kubeconfig, kube
+
+
 def operator_env(kubeconfig: Path) -> dict[str, str]:
     return dict(os.environ, **host_operator_env(kubeconfig, "bench-operator"))
 
@@ -195,13 +208,10 @@ def main() -> int:
     parser.add_argument("--watched", type=int, default=10000)
     parser.add_argument("--part", choices=("ready", "rss", "all"), default="all")
     args = parser.parse_args()
-    kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
-    if not kubeconfig.exists():
-        print(f"bench/reconcile: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
+    found = local_cluster("reconcile")
+    if found is None:
         return 1
-    kube = Kube(kubeconfig)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
+    kubeconfig, kube = found
     with tempfile.TemporaryDirectory() as tmp:
         operator = OperatorProcess(operator_env(kubeconfig), Path(tmp) / "operator.log")
         operator.start()

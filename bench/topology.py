@@ -53,9 +53,15 @@ ROOT = Path(__file__).resolve().parents[1]
 E2E_PATH = [str(ROOT / "e2e"), str(ROOT / "e2e/local/runtime")]
 sys.path[1:1] = E2E_PATH
 
-import yaml  # noqa: E402
 
-from reconcile import condition, delete_namespace, namespace, operator_env, poll  # noqa: E402
+from reconcile import (  # noqa: E402
+    condition,
+    delete_namespace,
+    local_cluster,
+    namespace,
+    operator_env,
+    poll,
+)
 from render import cluster_docs, fleet_dicts  # noqa: E402
 from slurmkube.api.models import SlurmCluster, from_object  # noqa: E402
 from slurmkube.controllers.observe import scontrol_client  # noqa: E402
@@ -65,7 +71,6 @@ from slurmkube.slurm.cli import CliClient  # noqa: E402
 from slurmkube_e2e import fleet  # noqa: E402
 from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready  # noqa: E402
 from slurmkube_e2e.kube import Kube  # noqa: E402
-from slurmkube_e2e.layout import Layout  # noqa: E402
 from slurmkube_e2e.operator import OperatorProcess  # noqa: E402
 from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, pod_log  # noqa: E402
 from slurmkube_e2e.topology import parse_blocks, reloads  # noqa: E402
@@ -392,13 +397,10 @@ def main() -> int:
 
 
 def follow_main(args: argparse.Namespace) -> int:
-    kubeconfig = Path(os.environ.get("KUBECONFIG") or Layout.from_env().kubeconfig)
-    if not kubeconfig.exists():
-        print(f"bench/topology: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
+    found = local_cluster("topology")
+    if found is None:
         return 1
-    kube = Kube(kubeconfig)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
+    kubeconfig, kube = found
     port = _free_port()
     env = operator_env(kubeconfig)
     env["SLURMKUBE_CONFIG_PROPAGATION_SECONDS"] = str(args.propagation)
