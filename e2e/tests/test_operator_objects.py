@@ -113,8 +113,18 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
     assert conditions["SlurmReachable"]["status"] == "False"
     assert conditions["Ready"]["status"] == "False"
     assert cluster["status"]["observedGeneration"] == cluster["metadata"]["generation"]
-    node_set = kube.get(API, "NodeSet", "gpu", namespace=namespace)
-    assert node_set is not None and node_set["status"]["selector"]
+    # A reconcile before the NodeSet existed may have written the cluster's status
+    # without one: wait for the NodeSet's own.
+    node_set = wait_for(
+        kube,
+        API,
+        "NodeSet",
+        "gpu",
+        lambda o: (o.get("status") or {}).get("replicas") == len(fleet),
+        namespace=namespace,
+        timeout=30,
+    )
+    assert node_set["status"]["selector"]
 
 
 def test_without_slurm_scale_in_deletes_no_slurmd_pod(

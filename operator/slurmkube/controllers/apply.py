@@ -364,6 +364,9 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         c.type == "ConfigApplied" and c.status for c in conditions
     ):
         status["configHash"] = plan.rendered.hash
+    # The NodeSets first: whoever sees the cluster's status of this reconcile (its
+    # observedGeneration, its conditions) then finds each NodeSet's status written too.
+    _write_node_set_status(kube, snap, plan)
     kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
     metrics.SLURM_REACHABLE.labels(meta["name"]).set(snap.observed.slurm_nodes is not None)
     was_ready = any(
@@ -372,7 +375,6 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     )
     if ready != was_ready:
         kube.event(cluster_obj, ready_condition.reason, ready_condition.message, warning=not ready)
-    _write_node_set_status(kube, snap, plan)
     if snap.observed.slurm_nodes is not None:
         _mirror_pod_conditions(kube, meta["namespace"], snap)
 
