@@ -28,6 +28,7 @@ __all__ = [
     "gres_gpus",
     "jobs_from",
     "messages_from",
+    "node_from",
     "nodes_from",
     "partition_members",
     "pings_from",
@@ -231,7 +232,19 @@ def tres_gpus(text: str) -> int:
 
 
 def nodes_from(doc: Mapping[str, Any]) -> tuple[Node, ...]:
-    return tuple(_node(n) for n in _parse(_NodeJson, doc, "nodes"))
+    """Items already converted by `node_from` while decoding pass through."""
+    return tuple(
+        item if isinstance(item, Node) else node_from(i, item)
+        for i, item in enumerate(_items(doc, "nodes"))
+    )
+
+
+def node_from(index: int, item: Any) -> Node:
+    """One item of a response's `nodes` list (the `index`th)."""
+    try:
+        return _node(_NodeJson.model_validate(item))
+    except ValidationError as err:
+        raise SlurmError(f"unexpected Slurm response in 'nodes' item {index}: {err}") from err
 
 
 def _node(n: _NodeJson) -> Node:

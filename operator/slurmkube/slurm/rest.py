@@ -37,6 +37,7 @@ from tenacity import (
 
 from slurmkube.api import grammar
 from slurmkube.slurm import arguments
+from slurmkube.slurm.decode import decode_object
 from slurmkube.slurm.errors import (
     SlurmAuthError,
     SlurmError,
@@ -58,6 +59,7 @@ from slurmkube.slurm.parse import (
     choose_data_parser,
     jobs_from,
     messages_from,
+    node_from,
     nodes_from,
     partition_members,
     pings_from,
@@ -66,6 +68,8 @@ from slurmkube.slurm.parse import (
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES, ReservationWriter
 
 __all__ = ["JwtMinter", "RestClient", "check_response"]
+
+_NODES: Final = {"nodes": node_from}
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +96,17 @@ def _message(doc: Mapping[str, Any] | None, text: str, status: int) -> str:
     return text.strip()[:500] or f"HTTP {status}"
 
 
-def check_response(status: int, text: str, operation: str) -> Mapping[str, Any]:
-    """A slurmrestd answer -> its JSON document, or the SlurmError it means."""
+def check_response(
+    status: int,
+    text: str,
+    operation: str,
+    convert: Mapping[str, Callable[[int, Any], Any]] | None = None,
+) -> Mapping[str, Any]:
+    """A slurmrestd answer -> its JSON document, or the SlurmError it means. The
+    arrays under `convert`'s keys are converted while decoding (decode_object)."""
     doc: Mapping[str, Any] | None = None
     try:
-        parsed = json.loads(text) if text else None
+        parsed = decode_object(text, convert or {}) if text else None
         if isinstance(parsed, Mapping):
             doc = parsed
     except json.JSONDecodeError:
@@ -212,7 +222,12 @@ class RestClient:
 
     # --- HTTP plumbing ---
     def _send(
-        self, method: str, path: str, operation: str, body: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        operation: str,
+        body: Mapping[str, Any] | None = None,
+        convert: Mapping[str, Callable[[int, Any], Any]] | None = None,
     ) -> Mapping[str, Any]:
         def attempt() -> Mapping[str, Any]:
             try:
@@ -227,7 +242,9 @@ class RestClient:
                     f"slurmrestd at {self._http.base_url}: {type(err).__name__}: {err}",
                     operation=operation,
                 ) from err
-            return check_response(response.status_code, response.text, operation)
+            status, text = response.status_code, response.text
+            del response  # its bytes (~20 MB for 10,000 nodes) need not outlive the text
+            return check_response(status, text, operation, convert)
 
         result: Mapping[str, Any] = self._retrying(attempt)
         return result
@@ -243,9 +260,14 @@ class RestClient:
             return self._data_parser
 
     def _slurm(
-        self, method: str, path: str, operation: str, body: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        operation: str,
+        body: Mapping[str, Any] | None = None,
+        convert: Mapping[str, Callable[[int, Any], Any]] | None = None,
     ) -> Mapping[str, Any]:
-        return self._send(method, f"/slurm/{self.data_parser}{path}", operation, body)
+        return self._send(method, f"/slurm/{self.data_parser}{path}", operation, body, convert)
 
     # --- controller ---
     def ping(self) -> tuple[ControllerPing, ...]:
@@ -262,7 +284,8 @@ class RestClient:
 
     # --- nodes ---
     def list_nodes(self) -> tuple[Node, ...]:
-        return nodes_from(self._slurm("GET", "/nodes/", "list nodes"))
+        # Each node becomes its model as it is decoded: see slurm/decode.py.
+        return nodes_from(self._slurm("GET", "/nodes/", "list nodes", convert=_NODES))
 
     def get_node(self, name: str) -> Node:
         node = grammar.hostname(name, "node")
