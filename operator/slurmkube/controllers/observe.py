@@ -177,10 +177,8 @@ def _remember_data_parser(slurm: RestClient) -> None:
     """After a request succeeded, so the version is known and no request is made.
     A client made with a remembered version changes nothing: the entry still
     expires, and the next client asks slurmrestd again."""
-    now = time.monotonic()
-    known = _DATA_PARSERS.get(slurm.url)
-    if known is None or known[0] != slurm.data_parser or now - known[1] >= PARSER_TTL_SECONDS:
-        _DATA_PARSERS[slurm.url] = (slurm.data_parser, now)
+    if _known_data_parser(slurm.url) != slurm.data_parser:
+        _DATA_PARSERS[slurm.url] = (slurm.data_parser, time.monotonic())
 
 
 def scontrol_client(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
