@@ -14,7 +14,11 @@ from collections.abc import Callable, Mapping
 from json.decoder import WHITESPACE  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["decode_object"]
+__all__ = ["Converters", "decode_object"]
+
+# Per key of the top-level object: what each item of the array there becomes,
+# given its index and its decoded JSON.
+Converters = Mapping[str, Callable[[int, Any], Any]]
 
 _DECODER = json.JSONDecoder()
 
@@ -31,7 +35,7 @@ def _expect(text: str, at: int, chars: str) -> str:
     return text[at]
 
 
-def decode_object(text: str, convert: Mapping[str, Callable[[int, Any], Any]]) -> dict[str, Any]:
+def decode_object(text: str, convert: Converters) -> dict[str, Any]:
     """The JSON object in `text`; the array under each key of `convert` comes back
     as a list of `convert[key](index, item)`, decoded and converted one item at a
     time. Anything else (a non-object document, a key whose value is no array)

@@ -37,7 +37,7 @@ from tenacity import (
 
 from slurmkube.api import grammar
 from slurmkube.slurm import arguments
-from slurmkube.slurm.decode import decode_object
+from slurmkube.slurm.decode import Converters, decode_object
 from slurmkube.slurm.errors import (
     SlurmAuthError,
     SlurmError,
@@ -100,7 +100,7 @@ def check_response(
     status: int,
     text: str,
     operation: str,
-    convert: Mapping[str, Callable[[int, Any], Any]] | None = None,
+    convert: Converters | None = None,
 ) -> Mapping[str, Any]:
     """A slurmrestd answer -> its JSON document, or the SlurmError it means. The
     arrays under `convert`'s keys are converted while decoding (decode_object)."""
@@ -227,7 +227,7 @@ class RestClient:
         path: str,
         operation: str,
         body: Mapping[str, Any] | None = None,
-        convert: Mapping[str, Callable[[int, Any], Any]] | None = None,
+        convert: Converters | None = None,
     ) -> Mapping[str, Any]:
         def attempt() -> Mapping[str, Any]:
             try:
@@ -265,7 +265,7 @@ class RestClient:
         path: str,
         operation: str,
         body: Mapping[str, Any] | None = None,
-        convert: Mapping[str, Callable[[int, Any], Any]] | None = None,
+        convert: Converters | None = None,
     ) -> Mapping[str, Any]:
         return self._send(method, f"/slurm/{self.data_parser}{path}", operation, body, convert)
 
