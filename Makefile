@@ -70,7 +70,7 @@ demo-down: venv
 # Slurm alone, no Kubernetes: the sample fleet rendered by slurmkube and run by
 # real daemons on loopback (48 slurmd), stopped again at the end.
 demo-slurm: venv slurm
-	$(PY) -m slurmkube.demo
+	$(PY) -m slurmkube_local.demo
 
 bench: venv slurm
 	$(PY) bench/render.py

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slurmkube.api.documents import parse_cluster
-from slurmkube.testing.builders import cluster_docs, nvl_fleet
-from slurmkube.testing.local_slurm import LocalSlurm, SlurmCommandFailed, start_local_slurm
+from slurmkube_local.builders import cluster_docs, nvl_fleet
+from slurmkube_local.local_slurm import LocalSlurm, SlurmCommandFailed, start_local_slurm
 
 NODES = 32
 GPUS = 8

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurmkube.sim.cli import configure, execute
+from slurmkube_sim.cli import configure, execute
 
 
 def main(argv: list[str] | None = None) -> int:

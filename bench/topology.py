@@ -91,8 +91,8 @@ def _ms(start: float) -> float:
 def measure_render(nodes: int, blocks: int, repeat: int) -> dict[str, Any]:
     """In a child process: each stage's median over `repeat` runs, then peak RSS."""
     from slurmkube.api.documents import parse_cluster, parse_nodes
+    from slurmkube.plan.cluster import kueue_name
     from slurmkube.render import plan_config
-    from slurmkube.render.cluster import kueue_name
     from slurmkube.render.files import render_files, render_topology_conf
     from slurmkube.topology.fleet import fleet_node
     from slurmkube.topology.kueue import kueue_topology, resource_flavors

@@ -4,7 +4,7 @@
 .PHONY: sim bench-sim
 
 sim: venv
-	$(PY) -m slurmkube.sim --scenario reference --seed 1 --out $(SLURMKUBE_RUN)/sim
+	$(PY) -m slurmkube_sim --scenario reference --seed 1 --out $(SLURMKUBE_RUN)/sim
 
 bench-sim: venv
 	$(PY) bench/sim.py --seed 1 --jobs 100000 --out $(SLURMKUBE_RUN)/bench-sim

@@ -31,7 +31,7 @@ from slurmkube_runtime import layout as rt  # noqa: E402
 
 from slurmkube.api.models import KubeNode  # noqa: E402
 from slurmkube.render import RenderContext, plan_config, render_files  # noqa: E402
-from slurmkube.testing.builders import bundle  # noqa: E402
+from slurmkube_local.builders import bundle  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

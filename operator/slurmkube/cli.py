@@ -241,7 +241,7 @@ def _extensions() -> list[Any]:
     """Subcommands that live with their packages (e.g. `sim`), added when present."""
     found: list[Any] = []
     try:
-        from slurmkube.sim import cli as sim_cli
+        from slurmkube_sim import cli as sim_cli
     except ImportError:
         return found
     found.append(sim_cli.add_parser)

@@ -12,8 +12,8 @@ import pytest
 
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.models import KubeNode
-from slurmkube.testing.builders import NodeBuilder, bundle, nvl_fleet
-from slurmkube.testing.local_slurm import LocalSlurm, slurm_prefix, start_local_slurm
+from slurmkube_local.builders import NodeBuilder, bundle, nvl_fleet
+from slurmkube_local.local_slurm import LocalSlurm, slurm_prefix, start_local_slurm
 
 DOMAINS = 3
 PER_DOMAIN = 5

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from slurmkube.slurm.hostlist import expand
-from slurmkube.testing.builders import CLUSTER_UUID, NodeBuilder
-from slurmkube.testing.local_slurm import LocalSlurm
+from slurmkube_local.builders import CLUSTER_UUID, NodeBuilder
+from slurmkube_local.local_slurm import LocalSlurm
 from tests.integration.conftest import (
     DOMAINS,
     PER_DOMAIN,

@@ -40,7 +40,7 @@ from slurmkube.slurm import (
     resume_if_ours,
 )
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
-from slurmkube.testing.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
+from slurmkube_local.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
 
 pytestmark = pytest.mark.integration
 

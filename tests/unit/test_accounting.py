@@ -6,10 +6,10 @@ import base64
 
 import pytest
 
-from slurmkube.render.cluster import Observed, plan_cluster
+from slurmkube.plan.cluster import Observed, plan_cluster
 from slurmkube.render.slurmdbd import DatabaseCredentials
-from slurmkube.testing.builders import bundle, nvl_fleet
 from slurmkube.topology.fleet import fleet_node
+from slurmkube_local.builders import bundle, nvl_fleet
 
 DATABASE = {"host": "10.250.0.1", "port": 23306, "secretName": "db-login"}
 LOGIN = DatabaseCredentials("slurm", "s3cr!t")

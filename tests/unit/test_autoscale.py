@@ -1,4 +1,4 @@
-"""Autoscaling from Slurm's power states (slurmkube.render.autoscale), table-driven."""
+"""Autoscaling from Slurm's power states (slurmkube.plan.autoscale), table-driven."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from slurmkube.api.documents import ClusterBundle, parse_cluster
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import AutoscalingSpec, NodeSet
-from slurmkube.render.autoscale import (
+from slurmkube.plan.autoscale import (
     HOLD_LIMIT,
     HOLD_UNAVAILABLE,
     HOLD_UNDEPLOYED,
@@ -22,11 +22,11 @@ from slurmkube.render.autoscale import (
     plan_scaling,
     removable,
 )
-from slurmkube.render.cluster import Observed, Plan, PodView, SlurmNodeView, plan_cluster
+from slurmkube.plan.cluster import Observed, Plan, PodView, SlurmNodeView, plan_cluster
 from slurmkube.render.config import plan_config
 from slurmkube.render.files import render_files
-from slurmkube.testing.builders import bundle, cluster_docs, nvl_fleet
 from slurmkube.topology.fleet import fleet_node
+from slurmkube_local.builders import bundle, cluster_docs, nvl_fleet
 
 NODES = tuple(f"n{i}" for i in range(8))
 BLOCKS = {n: ("b0" if i < 4 else "b1") for i, n in enumerate(NODES)}

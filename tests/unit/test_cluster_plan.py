@@ -7,7 +7,7 @@ from typing import cast
 import pytest
 
 from slurmkube.controllers.apply import drained_idle
-from slurmkube.render.cluster import (
+from slurmkube.plan.cluster import (
     Condition,
     Observed,
     PodView,
@@ -18,8 +18,8 @@ from slurmkube.render.cluster import (
 )
 from slurmkube.slurm.models import Node as SlurmNode
 from slurmkube.slurm.protocol import SlurmClient
-from slurmkube.testing.builders import bundle, nvl_fleet
 from slurmkube.topology.fleet import fleet_node
+from slurmkube_local.builders import bundle, nvl_fleet
 
 
 def observed(

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from slurmkube.render.reconfigure import (
+from slurmkube.plan.reconfigure import (
     ConfigClock,
     advance,
     loaded_since,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurmkube.api import well_known as wk
-from slurmkube.render import reloader
+from slurmkube.build import reloader
 
 
 class Pod:

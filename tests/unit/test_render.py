@@ -16,7 +16,7 @@ from slurmkube.api.documents import DocumentError, parse_cluster
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.render import plan_config, render_files
 from slurmkube.render.files import render_topology_yaml
-from slurmkube.testing.builders import NodeBuilder, bundle, cluster_docs, nvl_fleet
+from slurmkube_local.builders import NodeBuilder, bundle, cluster_docs, nvl_fleet
 
 # Every non-comment line of every file we render has this shape: directives of
 # `Key=Value` separated by single spaces, values free of `#` and whitespace.

@@ -24,7 +24,7 @@ from slurmkube.lending import (
     plan_lending,
 )
 from slurmkube.render import plan_config, render_files
-from slurmkube.testing.builders import bundle, nvl_fleet
+from slurmkube_local.builders import bundle, nvl_fleet
 from tests.unit.test_lending import CHECK, WorkloadBuilder, fleet, only_check, reservation, world
 
 THRESHOLD = 1000

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from slurmkube.api import well_known as wk
-from slurmkube.render.cluster import Observed, PodView, SlurmNodeView, plan_cluster
-from slurmkube.testing.builders import bundle, nvl_fleet
+from slurmkube.plan.cluster import Observed, PodView, SlurmNodeView, plan_cluster
 from slurmkube.topology.fleet import fleet_node
+from slurmkube_local.builders import bundle, nvl_fleet
 
 NODES = ("gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004")
 OLD = "0000000000000000"

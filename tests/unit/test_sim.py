@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurmkube.goodput import Side
-from slurmkube.sim import (
+from slurmkube_sim import (
     SCENARIOS,
     FailureModel,
     FleetSpec,
@@ -22,10 +22,10 @@ from slurmkube.sim import (
     compare,
     simulate,
 )
-from slurmkube.sim.alibaba import load_pods
-from slurmkube.sim.cli import main
-from slurmkube.sim.engine import NO_FAILURES
-from slurmkube.sim.workload import SlurmWorkloadModel, generate_slurm_jobs
+from slurmkube_sim.alibaba import load_pods
+from slurmkube_sim.cli import main
+from slurmkube_sim.engine import NO_FAILURES
+from slurmkube_sim.workload import SlurmWorkloadModel, generate_slurm_jobs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "alibaba_gpu_v2023_pods_sample.csv"
 SMALL_JOBS = 900  # the small scenario's steady state already holds a few hundred

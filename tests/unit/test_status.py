@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurmkube.render.cluster import PodView, SlurmNodeView
-from slurmkube.render.status import (
+from slurmkube.plan.cluster import PodView, SlurmNodeView
+from slurmkube.plan.status import (
     gpu_counts,
     node_counts,
     pod_condition,

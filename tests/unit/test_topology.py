@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from slurmkube.api.models import KubeNode, TopologySpec
 from slurmkube.render import plan_config, render_files
-from slurmkube.testing.builders import NodeBuilder, bundle, nvl_fleet
 from slurmkube.topology.fleet import fleet_node, node_fingerprint
 from slurmkube.topology.model import FleetTopology, build_topology
+from slurmkube_local.builders import NodeBuilder, bundle, nvl_fleet
 
 
 def topology_of(nodes: list[NodeBuilder], **spec: object) -> FleetTopology:

@@ -548,7 +548,7 @@ class Condition(_Lenient):
 
 
 class NodeCounts(_Lenient):
-    """Slurm node states, as `sinfo` reports them, folded (slurmkube.render.status).
+    """Slurm node states, as `sinfo` reports them, folded (slurmkube.plan.status).
 
     `total` counts the nodes that should run slurmd, and idle + allocated + mixed +
     drain + down add up to it (a wanted node that has not registered is down).

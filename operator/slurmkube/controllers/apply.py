@@ -14,11 +14,13 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
+from slurmkube.build.names import names_of
+from slurmkube.build.slurmd import slurmd_selector
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import API, Snapshot, scontrol_client
 from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling_status
 from slurmkube.kube.client import Kube
-from slurmkube.render.cluster import (
+from slurmkube.plan.cluster import (
     Condition,
     Configured,
     Plan,
@@ -26,15 +28,14 @@ from slurmkube.render.cluster import (
     topology_applied,
     undrain_candidates,
 )
-from slurmkube.render.kubernetes import names_of, slurmd_selector
-from slurmkube.render.reconfigure import (
+from slurmkube.plan.reconfigure import (
     ConfigClock,
     advance,
     loaded_since,
     seconds_left,
     topology_shown,
 )
-from slurmkube.render.status import gpu_counts, node_counts, pod_condition_updates
+from slurmkube.plan.status import gpu_counts, node_counts, pod_condition_updates
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient

@@ -42,7 +42,7 @@ from slurmkube.controllers.observe import (
 )
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
-from slurmkube.render.cluster import Configured, configure, plan_cluster
+from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.topology.debounce import Burst, extend, settled, settles_at
 from slurmkube.topology.fleet import node_changed, node_fingerprint
 

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec, from_object
+from slurmkube.build.names import deployment_context
 from slurmkube.controllers import handlers
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import (
@@ -60,7 +61,6 @@ from slurmkube.lending import (
     workload_view,
 )
 from slurmkube.lending.model import WorkloadView
-from slurmkube.render.kubernetes import deployment_context
 from slurmkube.slurm.errors import SlurmError, SlurmNotFound
 from slurmkube.slurm.models import ReservationFlag, ReservationRequest
 from slurmkube.slurm.rest import RestClient

@@ -19,13 +19,14 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
+from slurmkube.build.auth import auth_secret
+from slurmkube.build.names import deployment_context, names_of
 from slurmkube.kube.client import Kube, Manifest
-from slurmkube.render import autoscale
-from slurmkube.render.cluster import Observed, PodView, SlurmNodeView
+from slurmkube.plan import autoscale
+from slurmkube.plan.cluster import Observed, PodView, SlurmNodeView
+from slurmkube.plan.status import POD_CONDITION
 from slurmkube.render.config import TOPOLOGY_PLUGINS
-from slurmkube.render.kubernetes import auth_secret, deployment_context, names_of
 from slurmkube.render.slurmdbd import DatabaseCredentials
-from slurmkube.render.status import POD_CONDITION
 from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client

@@ -1,6 +1,6 @@
 """Apply the autoscaling part of a plan: what Slurm is asked, events, metrics, status.
 
-The decisions are in `slurmkube.render.autoscale`; here they become Slurm
+The decisions are in `slurmkube.plan.autoscale`; here they become Slurm
 state changes (POWER_UP, POWER_DOWN_ASAP, drains that hold nodes and their
 undoing), Warning events for failed resumes, and the numbers users watch.
 """
@@ -14,8 +14,8 @@ from typing import Any
 from slurmkube import metrics
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.kube.client import Kube
-from slurmkube.render.autoscale import RESUMING, UP
-from slurmkube.render.cluster import Plan
+from slurmkube.plan.autoscale import RESUMING, UP
+from slurmkube.plan.cluster import Plan
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.models import NodeStateChange

@@ -1,4 +1,4 @@
 """Thin Kubernetes adapters: server-side apply, reads, status patches, events, a Lease.
 
-No policy here: what to apply is decided by the planners (`slurmkube.render`).
+No policy here: what to apply is decided by the planners (`slurmkube.plan`).
 """

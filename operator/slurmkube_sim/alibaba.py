@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmkube.goodput import Side
-from slurmkube.sim.workload import SimJob, diurnal_times
+from slurmkube_sim.workload import SimJob, diurnal_times
 
 DEFAULT_TRACE_DIR = (
     Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "alibaba-gpu-v2023"

@@ -1,7 +1,7 @@
 """`slurmkube sim`: run a scenario's policies on one seeded workload and write the results.
 
 `add_parser(subparsers)` plugs the command into the main `slurmkube` CLI;
-`python -m slurmkube.sim` runs it alone. Prints one JSON line with the
+`python -m slurmkube_sim` runs it alone. Prints one JSON line with the
 headline numbers, runtime and memory; writes DIR/results.json, the plots and
 DIR/report.md.
 """
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slurmkube.sim.alibaba import DEFAULT_TRACE_DIR
-from slurmkube.sim.scenario import SCENARIOS, compare
+from slurmkube_sim.alibaba import DEFAULT_TRACE_DIR
+from slurmkube_sim.scenario import SCENARIOS, compare
 
 
 def configure(
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 def execute(args: argparse.Namespace) -> tuple[int, dict[str, object] | None]:
     """Like `run` without printing: the exit code and the results (None on bad input)."""
-    from slurmkube.sim.report import write_all  # matplotlib only when results are written
+    from slurmkube_sim.report import write_all  # matplotlib only when results are written
 
     if args.jobs < 1:
         print(f"slurmkube sim: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
@@ -119,5 +119,5 @@ def execute(args: argparse.Namespace) -> tuple[int, dict[str, object] | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = configure(argparse.ArgumentParser(prog="python -m slurmkube.sim", description=__doc__))
+    parser = configure(argparse.ArgumentParser(prog="python -m slurmkube_sim", description=__doc__))
     return run(parser.parse_args(argv))

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet
-from slurmkube.render.kubernetes import Manifest
+from slurmkube.build.names import Manifest
 
 
 class RolloutPod(Protocol):

@@ -72,9 +72,9 @@ from slurmkube.placement import (
     min_blocks_needed,
     place,
 )
-from slurmkube.sim.fleet import FleetSpec
-from slurmkube.sim.policy import Policy, Sharing, StaticSplit, UpperBound
-from slurmkube.sim.workload import SimJob
+from slurmkube_sim.fleet import FleetSpec
+from slurmkube_sim.policy import Policy, Sharing, StaticSplit, UpperBound
+from slurmkube_sim.workload import SimJob
 
 # Node states.
 IDLE, BUSY, DRAINING, LENDING, KUBE, RESUMING, DOWN = range(7)

@@ -20,33 +20,23 @@ from dataclasses import dataclass, field
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
-from slurmkube.api.models import SlurmCluster
-from slurmkube.render.autoscale import (
+from slurmkube.api.models import NodeSet, SlurmCluster
+from slurmkube.build.login import login_deployment
+from slurmkube.build.names import Manifest, deployment_context, names_of
+from slurmkube.build.slurmctld import config_map, controller_service, controller_statefulset
+from slurmkube.build.slurmd import slurmd_pod
+from slurmkube.build.slurmdbd import slurmdbd_deployment, slurmdbd_secret, slurmdbd_service
+from slurmkube.build.slurmrestd import restapi_deployment, restapi_service
+from slurmkube.plan.autoscale import (
     RESUMING,
     Scaling,
     hold_undeployed,
     plan_scaling,
     removable,
 )
+from slurmkube.plan.rollout import Rollout, plan_rollout
 from slurmkube.render.config import SlurmConfig, plan_config
 from slurmkube.render.files import RenderedConfig, render_files
-from slurmkube.render.kubernetes import (
-    Manifest,
-    config_map,
-    controller_service,
-    controller_statefulset,
-    deployment_context,
-    desired_slurmd_nodes,
-    login_deployment,
-    names_of,
-    restapi_deployment,
-    restapi_service,
-    slurmd_pod,
-    slurmdbd_deployment,
-    slurmdbd_secret,
-    slurmdbd_service,
-)
-from slurmkube.render.rollout import Rollout, plan_rollout
 from slurmkube.render.slurmdbd import DatabaseCredentials, plan_slurmdbd, render_slurmdbd_conf
 from slurmkube.topology.fleet import FleetNode
 from slurmkube.topology.kueue import kueue_topology, resource_flavors
@@ -383,3 +373,16 @@ def undrain_candidates(
     """Nodes we drained that are wanted again (scale-in undone): resume them."""
     wanted = {n for nodes in desired.values() for n in nodes}
     return sorted(n for n, s in slurm_nodes.items() if n in wanted and s.drained_by_us)
+
+
+def desired_slurmd_nodes(
+    node_set: NodeSet, members: Sequence[str], unavailable: Mapping[str, str]
+) -> list[str]:
+    """Which member nodes run slurmd: the first `replicas` available ones, in node order.
+
+    `unavailable` maps a node to why it cannot (cordoned, lent to Kueue); such
+    nodes are skipped, not counted.
+    """
+    eligible = [n for n in members if n not in unavailable]
+    replicas = node_set.spec.replicas
+    return eligible if replicas is None else eligible[:replicas]

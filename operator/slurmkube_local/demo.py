@@ -16,7 +16,7 @@ import yaml
 
 from slurmkube.api.documents import parse_cluster, parse_nodes
 from slurmkube.slurm.hostlist import expand
-from slurmkube.testing.local_slurm import LocalSlurm, start_local_slurm
+from slurmkube_local.local_slurm import LocalSlurm, start_local_slurm
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -2,16 +2,17 @@
 
 Issue 9: shows, on realistic traces, what slurmkube's sharing buys over a
 static split, measured with `slurmkube.goodput` and placing lent nodes with
-`slurmkube.placement`, the same code the operator runs. Layers: `fleet`,
+`slurmkube.placement`, the same code the operator runs. A package of its own beside `slurmkube`,
+so the operator image does not carry it; `slurmkube sim` finds it when installed. Layers: `fleet`,
 `workload` and `alibaba` (inputs), `policy`, `engine` (one run), `scenario`
 (the comparison), `report` and `cli` (the only I/O besides the trace loader).
 """
 
-from slurmkube.sim.engine import FailureModel, SimOutcome, simulate
-from slurmkube.sim.fleet import REFERENCE_FLEET, FleetSpec
-from slurmkube.sim.policy import Policy, Sharing, StaticSplit, UpperBound
-from slurmkube.sim.scenario import SCENARIOS, Comparison, Scenario, build_workload, compare
-from slurmkube.sim.workload import SimJob, SlurmWorkloadModel
+from slurmkube_sim.engine import FailureModel, SimOutcome, simulate
+from slurmkube_sim.fleet import REFERENCE_FLEET, FleetSpec
+from slurmkube_sim.policy import Policy, Sharing, StaticSplit, UpperBound
+from slurmkube_sim.scenario import SCENARIOS, Comparison, Scenario, build_workload, compare
+from slurmkube_sim.workload import SimJob, SlurmWorkloadModel
 
 __all__ = [
     "REFERENCE_FLEET",

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from slurmkube.goodput import SIZE_BUCKETS
-from slurmkube.sim.engine import SimOutcome
-from slurmkube.sim.policy import Sharing, StaticSplit
-from slurmkube.sim.scenario import Comparison, worst_p95
+from slurmkube_sim.engine import SimOutcome
+from slurmkube_sim.policy import Sharing, StaticSplit
+from slurmkube_sim.scenario import Comparison, worst_p95
 
 PLOTS = (
     "occupancy_over_time.png",

@@ -19,18 +19,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slurmkube.goodput import GoodputReport, Side
-from slurmkube.sim.alibaba import (
+from slurmkube_sim.alibaba import (
     DEFAULT_TRACE_DIR,
     TracePod,
     kubernetes_jobs,
     load_pods,
     resident_pods,
 )
-from slurmkube.sim.alibaba import means as pod_means
-from slurmkube.sim.engine import FailureModel, SimOutcome, simulate
-from slurmkube.sim.fleet import REFERENCE_FLEET, FleetSpec
-from slurmkube.sim.policy import Policy, Sharing, StaticSplit, UpperBound
-from slurmkube.sim.workload import (
+from slurmkube_sim.alibaba import means as pod_means
+from slurmkube_sim.engine import FailureModel, SimOutcome, simulate
+from slurmkube_sim.fleet import REFERENCE_FLEET, FleetSpec
+from slurmkube_sim.policy import Policy, Sharing, StaticSplit, UpperBound
+from slurmkube_sim.workload import (
     SimJob,
     SlurmWorkloadModel,
     generate_slurm_jobs,

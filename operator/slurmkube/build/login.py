@@ -1,0 +1,50 @@
+"""Login pods: sackd and the client commands (pure)."""
+
+from __future__ import annotations
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.names import SLURM_GID, Manifest, labels, meta, names_of
+from slurmkube.build.pod import daemon_container, placement, slurm_etc
+
+
+def login_deployment(cluster: SlurmCluster) -> Manifest:
+    """Login pods for users (`kubectl exec`): sackd(8) fetches the config from
+    slurmctld (configless) and serves auth/slurm credentials to the client commands
+    on its socket, so a login pod holds only slurm.key, never the JWT key.
+    """
+    names = names_of(cluster)
+    container = daemon_container(
+        cluster,
+        "sackd",
+        ["sackd", "-D", "--conf-server", f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}"],
+        [],
+    )
+    del container["readinessProbe"], container["ports"]
+    # Clients find sackd's cached config under /run/slurm/conf themselves; SLURM_CONF
+    # would point them at /etc/slurm, which holds only the key here.
+    container["env"] = [{"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"}]
+    # sackd caches the fetched config in /run/slurm/conf and serves its socket
+    # from /run/slurm, but creates neither parent: without it, it exits at once
+    # ("failed to create a clean cache dir").
+    container["volumeMounts"].append({"name": "run-slurm", "mountPath": "/run/slurm"})
+    etc = slurm_etc(cluster)
+    etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(cluster, names.login, "sackd"),
+        "spec": {
+            "replicas": cluster.spec.login.replicas,
+            "selector": {"matchLabels": labels(cluster, "sackd")},
+            "template": {
+                "metadata": {"labels": labels(cluster, "sackd")},
+                "spec": {
+                    "containers": [container],
+                    "volumes": [etc, {"name": "run-slurm", "emptyDir": {"medium": "Memory"}}],
+                    "securityContext": {"fsGroup": SLURM_GID},
+                    **placement(cluster),
+                },
+            },
+        },
+    }

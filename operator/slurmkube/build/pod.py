@@ -1,0 +1,77 @@
+"""Pod parts every Slurm component shares: /etc/slurm, the daemon container,
+placement beside the controller, a ClusterIP Service (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.names import Manifest, labels, meta, names_of
+
+
+def slurm_etc(cluster: SlurmCluster) -> Manifest:
+    """/etc/slurm: the rendered files and the keys, in one projected volume."""
+    names = names_of(cluster)
+    slurm_secret = cluster.spec.auth.slurm_key_secret or names.auth
+    jwt_secret = cluster.spec.auth.jwt_key_secret or names.auth
+    return {
+        "name": "slurm-etc",
+        "projected": {
+            # Group-readable for the slurm group (fsGroup); Slurm refuses
+            # key files that others can read.
+            "defaultMode": 0o440,
+            "sources": [
+                {"configMap": {"name": names.config}},
+                {
+                    "secret": {
+                        "name": slurm_secret,
+                        "items": [{"key": "slurm.key", "path": "slurm.key"}],
+                    }
+                },
+                {"secret": {"name": jwt_secret, "items": [{"key": "jwt.key", "path": "jwt.key"}]}},
+            ],
+        },
+    }
+
+
+def daemon_container(
+    cluster: SlurmCluster, name: str, args: Sequence[str], ports: Sequence[tuple[str, int]]
+) -> Manifest:
+    return {
+        "name": name,
+        "image": cluster.spec.image,
+        "args": list(args),
+        "ports": [{"name": p, "containerPort": n, "protocol": "TCP"} for p, n in ports],
+        "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],
+        # Explicit, so a Slurm build with another sysconfdir reads the same file.
+        "env": [{"name": "SLURM_CONF", "value": f"{wk.CONFIG_DIR}/slurm.conf"}],
+        "readinessProbe": {"tcpSocket": {"port": ports[0][1]}, "periodSeconds": 5}
+        if ports
+        else None,
+    }
+
+
+def placement(cluster: SlurmCluster) -> Manifest:
+    controller = cluster.spec.controller
+    return {
+        "nodeSelector": dict(controller.node_selector),
+        "tolerations": [
+            t.model_dump(by_alias=True, exclude_none=True) for t in controller.tolerations
+        ],
+    }
+
+
+def cluster_service(
+    cluster: SlurmCluster, name: str, component: str, port: tuple[str, int]
+) -> Manifest:
+    """A ClusterIP Service in front of one component's pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(cluster, name, component),
+        "spec": {
+            "selector": labels(cluster, component),
+            "ports": [{"name": port[0], "port": port[1]}],
+        },
+    }

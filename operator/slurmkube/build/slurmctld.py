@@ -1,0 +1,84 @@
+"""slurmctld: its config, headless Service and StatefulSet (pure)."""
+
+from __future__ import annotations
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.names import SLURM_GID, Manifest, labels, meta, names_of
+from slurmkube.build.pod import daemon_container, placement, slurm_etc
+from slurmkube.build.reloader import reloader_container, reloader_volume
+from slurmkube.render.files import RenderedConfig
+
+
+def config_map(cluster: SlurmCluster, rendered: RenderedConfig) -> Manifest:
+    metadata = meta(cluster, names_of(cluster).config, "slurm-config")
+    metadata["annotations"] = {wk.ANNOTATION_CONFIG_HASH: rendered.hash}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {**dict(sorted(rendered.files.items())), "config-hash": rendered.hash},
+    }
+
+
+def controller_service(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(cluster, names.controller, "slurmctld"),
+        "spec": {
+            # Headless: slurmd and clients reach each slurmctld pod by name.
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": labels(cluster, "slurmctld"),
+            "ports": [{"name": "slurmctld", "port": wk.SLURMCTLD_PORT}],
+        },
+    }
+
+
+def controller_statefulset(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    spec = cluster.spec.controller
+    # -D: stay in the foreground whether or not the image's entrypoint adds it.
+    container = daemon_container(
+        cluster, "slurmctld", ["slurmctld", "-D"], [("slurmctld", wk.SLURMCTLD_PORT)]
+    )
+    container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
+    volumes = [slurm_etc(cluster), reloader_volume()]
+    claims: list[Manifest] = []
+    if not spec.persistence.enabled:
+        volumes.append({"name": names.state, "emptyDir": {}})
+    claim: Manifest = {
+        "metadata": {"name": names.state},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": spec.persistence.size}},
+        },
+    }
+    if spec.persistence.storage_class_name:
+        claim["spec"]["storageClassName"] = spec.persistence.storage_class_name
+    if spec.persistence.enabled:
+        claims.append(claim)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(cluster, names.controller, "slurmctld"),
+        "spec": {
+            "serviceName": names.controller,
+            "replicas": 2 if spec.backup else 1,
+            "selector": {"matchLabels": labels(cluster, "slurmctld")},
+            "template": {
+                "metadata": {"labels": labels(cluster, "slurmctld")},
+                "spec": {
+                    "containers": [container, reloader_container(cluster.spec.image)],
+                    "volumes": volumes,
+                    "terminationGracePeriodSeconds": 60,
+                    **placement(cluster),
+                    # slurmctld runs as SlurmUser slurm (uid/gid 401 in the image).
+                    "securityContext": {"fsGroup": SLURM_GID},
+                },
+            },
+            "volumeClaimTemplates": claims,
+        },
+    }

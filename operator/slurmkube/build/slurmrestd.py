@@ -1,0 +1,45 @@
+"""slurmrestd: the REST API's Deployment and Service (pure)."""
+
+from __future__ import annotations
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.names import RESTD_UID, Manifest, labels, meta, names_of
+from slurmkube.build.pod import cluster_service, daemon_container, placement, slurm_etc
+
+
+def restapi_deployment(cluster: SlurmCluster) -> Manifest:
+    names = names_of(cluster)
+    # Only the openapi plugins whose daemons exist: the default set needs slurmdbd
+    # and slurmrestd exits without it. JWT only: pods share no UNIX socket.
+    plugins = "openapi/slurmctld" + (",openapi/slurmdbd" if cluster.spec.accounting.enabled else "")
+    args = ["slurmrestd", "-a", "rest_auth/jwt", "-s", plugins, f"0.0.0.0:{wk.SLURMRESTD_PORT}"]
+    container = daemon_container(cluster, "slurmrestd", args, [("slurmrestd", wk.SLURMRESTD_PORT)])
+    # slurmrestd refuses to run as root or as SlurmUser: its own user (402).
+    container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}
+    # auth/jwt as its primary plugin, so each client's token is what slurmctld sees.
+    container["env"].append({"name": "SLURM_JWT", "value": "daemon"})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(cluster, names.restapi, "slurmrestd"),
+        "spec": {
+            "replicas": cluster.spec.rest_api.replicas,
+            "selector": {"matchLabels": labels(cluster, "slurmrestd")},
+            "template": {
+                "metadata": {"labels": labels(cluster, "slurmrestd")},
+                "spec": {
+                    "containers": [container],
+                    "volumes": [slurm_etc(cluster)],
+                    "securityContext": {"fsGroup": RESTD_UID},
+                    **placement(cluster),
+                },
+            },
+        },
+    }
+
+
+def restapi_service(cluster: SlurmCluster) -> Manifest:
+    return cluster_service(
+        cluster, names_of(cluster).restapi, "slurmrestd", ("http", wk.SLURMRESTD_PORT)
+    )
