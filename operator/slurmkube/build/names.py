@@ -25,6 +25,16 @@ RESTD_UID = 402
 _MAX_LABEL = 63
 
 
+def pod_hostname(node: str) -> str:
+    """A pod's `spec.hostname` for a node name: a DNS label, so no dots.
+
+    Node names are RFC 1123 subdomains (`ip-10-4-0-10.ec2.internal` on EKS) and
+    the API server refuses a dotted hostname. slurmd is told its Slurm node
+    name with `-N`, so the hostname only has to be valid and recognisable.
+    """
+    return dns_label(node.replace(".", "-"))
+
+
 def dns_label(name: str) -> str:
     """A DNS label from a longer name: a readable prefix plus a hash, deterministic."""
     if len(name) <= _MAX_LABEL:

@@ -7,7 +7,7 @@ import json
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster
-from slurmkube.build.names import Manifest, dns_label, meta, names_of
+from slurmkube.build.names import Manifest, meta, names_of, pod_hostname
 from slurmkube.build.pod import daemon_container, slurm_etc
 
 
@@ -69,7 +69,7 @@ def slurmd_pod(
                 }
             }
         },
-        "hostname": dns_label(node),
+        "hostname": pod_hostname(node),
         "tolerations": [
             t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations
         ],
