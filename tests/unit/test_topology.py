@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurmkube.api import well_known as wk
 from slurmkube.api.models import KubeNode, TopologySpec
 from slurmkube.render import plan_config, render_files
-from slurmkube.topology.fleet import fleet_node, node_fingerprint
+from slurmkube.topology.fleet import (
+    config_label_keys,
+    fleet_node,
+    node_changed,
+    node_fingerprint,
+)
 from slurmkube.topology.model import FleetTopology, build_topology
 from slurmkube_local.builders import NodeBuilder, bundle, nvl_fleet
 
@@ -98,3 +106,45 @@ def test_node_fingerprint_ignores_heartbeats_and_sees_what_the_plan_reads() -> N
     fewer_gpus = NodeBuilder("g-1").clique(1).gpus(2).dict()
     for changed in (relabelled, not_ready.dict(), cordoned, fewer_gpus):
         assert node_fingerprint(changed) != base
+
+
+def test_the_config_reads_its_topology_labels_and_its_selectors_keys() -> None:
+    keys = config_label_keys(bundle())
+    assert {
+        wk.LABEL_GPU_CLIQUE,
+        wk.LABEL_GPU_PRODUCT,
+        wk.LABEL_GPU_COUNT,
+        wk.LABEL_LEASE,
+        wk.LABEL_LEAF,
+        wk.LABEL_SPINE,
+        "slurmkube.io/pool",
+    } <= keys
+    assert "nvidia.com/gfd.timestamp" not in keys
+
+
+@pytest.mark.parametrize(
+    ("change", "counts"),
+    [
+        (lambda b: b.label("nvidia.com/gfd.timestamp", "1765000030"), False),
+        (lambda b: b.label("feature.node.kubernetes.io/cpu-model", "x"), False),
+        (lambda b: b.clique(2), True),
+        (lambda b: b.pool("other"), True),
+        (lambda b: b.tiers("leaf-9"), True),
+        (lambda b: b.gpus(2), True),
+    ],
+)
+def test_only_a_change_the_config_reads_marks_clusters_dirty(
+    change: Callable[[NodeBuilder], NodeBuilder], counts: bool
+) -> None:
+    keys = config_label_keys(bundle())
+    seen: dict[str, int] = {}
+    node = NodeBuilder("g-1").clique(1).label("nvidia.com/gfd.timestamp", "1765000000")
+    assert node_changed(seen, "ADDED", node.dict(), keys)
+    assert node_changed(seen, "MODIFIED", change(node).dict(), keys) is counts
+
+
+def test_without_known_keys_every_label_counts() -> None:
+    seen: dict[str, int] = {}
+    node = NodeBuilder("g-1").clique(1)
+    node_changed(seen, "ADDED", node.dict(), None)
+    assert node_changed(seen, "MODIFIED", node.label("nvidia.com/gfd.timestamp", "2").dict())

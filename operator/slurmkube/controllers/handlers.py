@@ -1,18 +1,21 @@
-"""kopf wiring: events mark clusters dirty, a per-cluster loop reconciles (debounced).
+"""kopf wiring of the SlurmCluster controller: events add keys to one work queue.
 
 Handlers never branch on create vs update: any event on a SlurmCluster, one
-of its NodeSets, or a Node change the reconcile would see (labels, resources,
-readiness, cordon; not heartbeats) marks the cluster dirty; a kopf daemon per
-cluster (`cluster_loop`) sleeps until the events have been quiet for
-`spec.topology.debounceSeconds` (topology/debounce.py), then runs the whole
-observe -> plan -> apply; and every 30 s anyway to catch drift. A burst of
-label changes costs one reconcile.
+of its NodeSets, or a Node change the config would see (the label keys the
+specs read, resources, readiness, cordon; not heartbeats, not labels no config
+reads) adds the cluster's key to the queue, debounced by
+`spec.topology.debounceSeconds` (topology/debounce.py): a burst of label
+changes costs one reconcile. The queue (`controllers/queue.py`) holds every
+"when next": the 30 s resync and a pending config's next look come back as
+the reconcile's `requeue_after`, a failed reconcile is backed off. While a
+NodeSet autoscales, a second queue polls Slurm's node states (Slurm's power
+saving is no Kubernetes event) and adds the cluster's key when they changed.
+Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -40,68 +43,121 @@ from slurmkube.controllers.observe import (
     observe_rest,
     slurm_fingerprint,
 )
+from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.cluster import Configured, configure, plan_cluster
-from slurmkube.topology.debounce import Burst, extend, settled, settles_at
-from slurmkube.topology.fleet import node_changed, node_fingerprint
+from slurmkube.topology.fleet import config_label_keys, node_changed, node_fingerprint
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
-RETRY_SECONDS = 5.0  # after a reconcile raised
-STANDBY_LOOK_SECONDS = 1.0
 DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 # Slurm's power-saving decisions are no Kubernetes event: while a NodeSet
 # autoscales, Slurm's nodes are read this often (one REST call), and the
 # cluster reconciled when they changed.
 AUTOSCALE_POLL_SECONDS = float(os.environ.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS", "2"))
+# Clusters reconciled at once: one slow cluster (a 10,000-node Slurm read) must
+# not hold up another's label change.
+WORKERS = 4
+# What added a cluster's key, for slurmkube_reconciles_total; the first present wins.
+TRIGGERS = ("cluster", "nodeset", "node", "lease", "poll")
+
+Key = tuple[str, str]
+
+
+@dataclass
+class _Cluster:
+    """What the controller remembers of one SlurmCluster between reconciles."""
+
+    debounce: float = DEFAULT_DEBOUNCE_SECONDS
+    # The Node label keys its config reads; None until its first reconcile (all count).
+    label_keys: frozenset[str] | None = None
+    autoscaling: bool = False
+    slurm_fingerprint: int | None = None
+    triggers: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _NodeMemory:
+    """Per Node: the fingerprint of its last event that counted, and the index entry
+    with the fingerprint it was converted from."""
+
+    seen: dict[str, int] = field(default_factory=dict)
+    entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
 
 
 @dataclass
 class _OperatorState:
     kube: Kube | None = None
     lease: LeaderLease | None = None
-    # Clusters with an event since their last reconcile, and when those came.
-    dirty: dict[tuple[str, str], Burst] = field(default_factory=dict)
-    last: dict[tuple[str, str], float] = field(default_factory=dict)
-    locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
-    # When a cluster wants its next reconcile anyway (a pending reconfigure).
-    wake: dict[tuple[str, str], float] = field(default_factory=dict)
-    # Per Node: node_fingerprint of the last event that marked clusters dirty.
-    nodes: dict[str, int] = field(default_factory=dict)
-    # Per Node: the fleet_nodes index entry and the fingerprint it was made from.
-    entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
-    # The fleet_nodes index, for reconciles started outside a cluster's loop (reconcile_now).
+    # The fleet_nodes index, handed over by kopf with every event before any reconcile.
     index: kopf.Index[str, NodeEntry] | None = None
-    # Per cluster: set to wake its loop (cluster_loop) before the deadline it sleeps to.
-    nudged: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
-    loop: asyncio.AbstractEventLoop | None = None
-    # Autoscaled clusters: when to look at Slurm's nodes next, and what they were.
-    poll: dict[tuple[str, str], float] = field(default_factory=dict)
-    fingerprints: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    clusters: dict[Key, _Cluster] = field(default_factory=dict)
+    nodes: _NodeMemory = field(default_factory=_NodeMemory)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
+def leading() -> bool:
+    """The one leader check: only the holder of the operator's Lease acts."""
+    return State.lease is not None and State.lease.is_leader
+
+
+async def _reconcile_key(key: Key) -> Result:
+    assert State.index is not None, "set by the event that added the key"
+    memory = State.clusters.setdefault(key, _Cluster())
+    trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
+    memory.triggers.clear()
+    metrics.RECONCILES.labels(*key, trigger).inc()
+    requeue = await asyncio.to_thread(reconcile, *key, _nodes_now(State.index))
+    return Result(requeue_after=requeue)
+
+
+async def _poll_key(key: Key) -> Result:
+    """An autoscaled cluster's Slurm node states: reconcile when they changed."""
+    memory = State.clusters.get(key)
+    if memory is None or not memory.autoscaling:
+        return Result()
+    if await asyncio.to_thread(_slurm_changed, key, memory):
+        _mark(key, "poll", debounce=False)
+    return Result(requeue_after=AUTOSCALE_POLL_SECONDS)
+
+
+CLUSTERS: WorkQueue[Key] = WorkQueue(_reconcile_key, name="slurmclusters", workers=WORKERS)
+POLLS: WorkQueue[Key] = WorkQueue(_poll_key, name="autoscale-polls")
 State = _OperatorState()
 
 
-def _mark(key: tuple[str, str]) -> None:
+def _mark(key: Key, trigger: str, *, debounce: bool = True) -> None:
     """Called from kopf's handler threads and from the event loop alike."""
-    State.dirty[key] = extend(State.dirty.get(key), time.monotonic())
-    if State.loop is not None:
-        State.loop.call_soon_threadsafe(_nudge, key)
+    memory = State.clusters.setdefault(key, _Cluster())
+    memory.triggers.add(trigger)
+    if debounce:
+        CLUSTERS.add_debounced(key, memory.debounce)
+    else:
+        CLUSTERS.add(key)
 
 
-def _nudge(key: tuple[str, str]) -> None:
-    """In the event loop: wake the cluster's loop to reread when it is due."""
-    event = State.nudged.get(key)
-    if event is not None:
-        event.set()
+def label_keys() -> frozenset[str] | None:
+    """The Node label keys any cluster's config reads (None: all, until every
+    cluster has reconciled once)."""
+    keys: set[str] = set()
+    for memory in list(State.clusters.values()):
+        if memory.label_keys is None:
+            return None
+        keys |= memory.label_keys
+    return frozenset(keys)
 
 
 def _kube() -> Kube:
     assert State.kube is not None, "operator not started"
     return State.kube
+
+
+def _take_index(kwargs: Mapping[str, Any]) -> None:
+    # kopf passes each index by its function's name, filled before any handler runs.
+    if State.index is None and "fleet_nodes" in kwargs:
+        State.index = kwargs["fleet_nodes"]
 
 
 @kopf.on.startup()
@@ -125,15 +181,40 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     State.lease.start()
 
 
+@kopf.on.startup()
+async def start_queues(**_: Any) -> None:
+    loop = asyncio.get_running_loop()
+    State.tasks = [loop.create_task(q.run(leading)) for q in (CLUSTERS, POLLS)]
+
+
 @kopf.on.cleanup()
-def cleanup(**_: Any) -> None:
+async def cleanup(**_: Any) -> None:
+    for task in State.tasks:
+        task.cancel()
     if State.lease is not None:
         State.lease.stop()
 
 
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
-def cluster_event(namespace: str | None, name: str, **_: Any) -> None:
-    _mark((namespace or "default", name))
+def cluster_event(
+    type: str | None, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any
+) -> None:
+    _take_index(kwargs)
+    key = (namespace or "default", name)
+    if type == "DELETED":
+        _forget(key)
+        return
+    memory = State.clusters.setdefault(key, _Cluster())
+    memory.debounce = float(
+        (spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS)
+    )
+    _mark(key, "cluster")
+
+
+def _forget(key: Key) -> None:
+    CLUSTERS.forget(key)
+    POLLS.forget(key)
+    State.clusters.pop(key, None)
 
 
 @kopf.on.delete(GROUP, VERSION, "slurmclusters")
@@ -151,9 +232,10 @@ def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
-def node_set_event(namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
+def node_set_event(namespace: str | None, spec: kopf.Spec, **kwargs: Any) -> None:
+    _take_index(kwargs)
     if spec.get("clusterRef"):
-        _mark((namespace or "default", str(spec["clusterRef"])))
+        _mark((namespace or "default", str(spec["clusterRef"])), "nodeset")
 
 
 @kopf.on.delete(GROUP, VERSION, "nodesets")
@@ -171,7 +253,7 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
         log.info("nodeset released namespace=%s nodeset=%s cluster_gone=true", namespace, name)
         return
-    _mark((namespace, cluster))
+    _mark((namespace, cluster), "nodeset")
     selector = f"{wk.LABEL_NODESET}={name},{wk.LABEL_NAME}=slurmd"
     left = _kube().list("v1", "Pod", namespace, selector)
     if left:
@@ -181,26 +263,28 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 @kopf.index("", "v1", "nodes")
 def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
     """Every Node as the reconcile reads it, kept by the Node watch (an informer's
-    cache): kopf fills it from the initial list before any handler or daemon runs,
-    and drops a deleted Node's entry. Converted again only when the Node changed
-    what the reconcile reads; heartbeats reuse the entry."""
+    cache): kopf fills it from the initial list before any handler runs, and
+    drops a deleted Node's entry. Converted again only when the Node changed
+    what a conversion reads; heartbeats reuse the entry."""
     fingerprint = node_fingerprint(body)
-    cached = State.entries.get(name)
+    cached = State.nodes.entries.get(name)
     if cached is None or cached[0] != fingerprint:
-        cached = State.entries[name] = (fingerprint, node_entry(dict(body)))
+        cached = State.nodes.entries[name] = (fingerprint, node_entry(dict(body)))
     return {name: cached[1]}
 
 
 @kopf.on.event("", "v1", "nodes")
-def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    """A node that appeared, went, or changed what the reconcile reads marks every
-    cluster dirty; heartbeats (most Node events in a large fleet) do not."""
+def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
+    """A node that appeared, went, or changed what a config reads marks every
+    cluster dirty; heartbeats and labels no config reads (most Node events in a
+    large fleet) do not."""
+    _take_index(kwargs)
     if type == "DELETED":
-        State.entries.pop(body["metadata"]["name"], None)
-    if not node_changed(State.nodes, type, body):
+        State.nodes.entries.pop(body["metadata"]["name"], None)
+    if not node_changed(State.nodes.seen, type, body, label_keys()):
         return
-    for key in list(State.last):
-        _mark(key)
+    for key in list(State.clusters):
+        _mark(key, "node")
 
 
 def _nodes_now(index: kopf.Index[str, NodeEntry]) -> dict[str, NodeEntry]:
@@ -208,118 +292,21 @@ def _nodes_now(index: kopf.Index[str, NodeEntry]) -> dict[str, NodeEntry]:
     return {name: entry for name, store in index.items() for entry in store}
 
 
-def _due_at(key: tuple[str, str], quiet: float) -> float:
-    """When the cluster's next reconcile (or autoscale poll) is due: its events
-    settled, a pending config to confirm, an autoscale poll, or the resync."""
-    due = [State.last[key] + RESYNC_SECONDS]
-    burst = State.dirty.get(key)
-    if burst is not None:
-        due.append(settles_at(burst, quiet))
-    for at in (State.wake.get(key), State.poll.get(key)):
-        if at is not None:
-            due.append(at)
-    return min(due)
+async def reconcile_now(key: Key) -> None:
+    """Reconcile a cluster at once, not debounced: for a change whose latency a
+    user waits on (the Kueue bridge's lease labels)."""
+    if key in State.clusters:
+        _mark(key, "lease", debounce=False)
 
 
-@kopf.daemon(GROUP, VERSION, "slurmclusters", cancellation_timeout=10.0)
-async def cluster_loop(
-    namespace: str | None,
-    name: str,
-    spec: kopf.Spec,
-    stopped: kopf.DaemonStopped,
-    **kwargs: Any,
-) -> None:
-    """One per SlurmCluster: sleeps until its next reconcile is due, woken early by
-    every event that marks it dirty, so a settled burst is reconciled on the
-    instant, not at a timer's next tick. `spec` is kopf's live view."""
-    State.loop = asyncio.get_running_loop()
-    # kopf passes each index by its function's name.
-    State.index = kwargs["fleet_nodes"]
-    key = (namespace or "default", name)
-    State.last.setdefault(key, 0.0)
-    nudged = State.nudged.setdefault(key, asyncio.Event())
-    try:
-        while not stopped:
-            if State.lease is None or not State.lease.is_leader:
-                # A standby follows nothing; it looks each second whether it leads now.
-                await asyncio.sleep(STANDBY_LOOK_SECONDS)
-                continue
-            # Cleared before the deadline is read: a nudge from here on wakes the wait
-            # (everything below up to the wait runs without yielding to the loop).
-            nudged.clear()
-            quiet = float(
-                (spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS)
-            )
-            delay = _due_at(key, quiet) - time.monotonic()
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(nudged.wait(), timeout=delay)
-                continue
-            try:
-                await _tick(key, quiet)
-            except Exception:
-                # Logged and counted (slurmkube_reconcile_errors_total); tried again soon.
-                log.exception("reconcile failed cluster=%s/%s", *key)
-                State.wake[key] = time.monotonic() + RETRY_SECONDS
-    finally:
-        State.nudged.pop(key, None)
-
-
-async def _tick(key: tuple[str, str], quiet: float) -> None:
-    now = time.monotonic()
-    woken = now >= State.wake.get(key, float("inf"))
-    if woken:
-        del State.wake[key]
-    due = woken or now >= State.last[key] + RESYNC_SECONDS
-    polled = now >= State.poll.get(key, float("inf"))
-    burst = State.dirty.get(key)
-    ready = burst is not None and settled(burst, now, quiet)
-    if not ready and not due and not polled:
-        return
-    if State.lease is None or not State.lease.is_leader:
-        return  # lost the lease just now: the loop waits as a standby
-    async with State.locks.setdefault(key, asyncio.Lock()):
-        if State.last[key] > now:
-            return  # a reconcile_now ran while this waited for the lock: it read all this would
-        if polled and not ready and not due:
-            State.poll[key] = now + AUTOSCALE_POLL_SECONDS
-            if not await asyncio.to_thread(_slurm_changed, *key):
-                return
-        await _reconcile_locked(key)
-
-
-async def reconcile_now(key: tuple[str, str]) -> None:
-    """Reconcile a cluster at once, not at its next tick: for a change whose latency a
-    user waits on (the Kueue bridge's lease labels). Runs after a reconcile in
-    progress, never beside it; leader only, like the cluster's loop."""
-    if State.lease is None or not State.lease.is_leader or key not in State.last:
-        return
-    if State.index is None:  # kopf has not handed the Node index to a cluster loop yet
-        return
-    async with State.locks.setdefault(key, asyncio.Lock()):
-        await _reconcile_locked(key)
-
-
-async def _reconcile_locked(key: tuple[str, str]) -> None:
-    assert State.index is not None, "set by a cluster's loop, which runs first"
-    # Events from here on belong to the next reconcile, which reads them.
-    State.dirty.pop(key, None)
-    State.last[key] = time.monotonic()
-    try:
-        await asyncio.to_thread(reconcile, *key, _nodes_now(State.index))
-    finally:
-        # The reconcile may have set a wake or a poll: the cluster's loop rereads them.
-        _nudge(key)
-
-
-def _slurm_changed(namespace: str, name: str) -> bool:
-    fingerprint = slurm_fingerprint(_kube(), namespace, name)
-    before = State.fingerprints.get((namespace, name))
-    State.fingerprints[(namespace, name)] = fingerprint
+def _slurm_changed(key: Key, memory: _Cluster) -> bool:
+    fingerprint = slurm_fingerprint(_kube(), *key)
+    before, memory.slurm_fingerprint = memory.slurm_fingerprint, fingerprint
     return fingerprint is None or fingerprint != before
 
 
-def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None:
+def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> float | None:
+    """One observe -> plan -> apply; returns when to come back (None: only on events)."""
     kube = _kube()
     started = time.monotonic()
     # Seconds per step, for the log line: where a slow reconcile spends its time.
@@ -332,7 +319,9 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None
         with metrics.RECONCILE_SECONDS.labels(name).time():
             snap = observe(kube, namespace, name, nodes)
             if snap is None:
-                return
+                # No such SlurmCluster (a NodeSet may name one): its config reads no label.
+                State.clusters.setdefault((namespace, name), _Cluster()).label_keys = frozenset()
+                return None
             configured = configure(snap.observed)
             if isinstance(configured, Configured):
                 deliver_config(kube, snap, configured)
@@ -347,16 +336,16 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None
     except Exception:
         metrics.RECONCILE_ERRORS.labels(name).inc()
         raise
-    wake = []
+    key = (namespace, name)
+    memory = State.clusters.setdefault(key, _Cluster())
+    memory.label_keys = config_label_keys(snap.observed.bundle)
+    memory.autoscaling = bool(plan.scaling)
+    if memory.autoscaling:
+        POLLS.add(key, AUTOSCALE_POLL_SECONDS)
+    requeue = RESYNC_SECONDS
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
-        wake.append(propagation_left(namespace, name))
-    if wake:
-        State.wake[(namespace, name)] = time.monotonic() + min(wake)
-    if plan.scaling:
-        State.poll[(namespace, name)] = time.monotonic() + AUTOSCALE_POLL_SECONDS
-    else:
-        State.poll.pop((namespace, name), None)
+        requeue = min(requeue, propagation_left(namespace, name))
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f (%s)",
         namespace,
@@ -367,3 +356,4 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> None
         time.monotonic() - started,
         " ".join(f"{label}={seconds:.2f}" for label, seconds in steps.items()),
     )
+    return requeue

@@ -103,7 +103,7 @@ async def _mark(**_: Any) -> None:
 async def _node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
-    if node_changed(BRIDGE.nodes, type, body):
+    if node_changed(BRIDGE.nodes, type, body, handlers.label_keys()):
         BRIDGE.wake.set()
 
 
@@ -132,8 +132,7 @@ async def _loop() -> None:
         with contextlib.suppress(TimeoutError):
             # Woken by an event, or every RESYNC_SECONDS anyway (leaks, WaitForIdle timeouts).
             await asyncio.wait_for(BRIDGE.wake.wait(), RESYNC_SECONDS)
-        lease = handlers.State.lease
-        if handlers.State.kube is None or lease is None or not lease.is_leader:
+        if handlers.State.kube is None or not handlers.leading():
             await asyncio.sleep(0.5)  # still woken: reconciled once this replica leads
             continue
         await asyncio.sleep(COALESCE_SECONDS)

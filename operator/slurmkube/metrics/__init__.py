@@ -25,6 +25,13 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
     registry=REGISTRY,
 )
+RECONCILES = Counter(
+    "slurmkube_reconciles_total",
+    "Reconciles of a SlurmCluster, by what asked for it (cluster, nodeset, node,"
+    " lease, poll, requeue: the resync or a pending config's next look).",
+    ["namespace", "cluster", "trigger"],
+    registry=REGISTRY,
+)
 RECONCILE_ERRORS = Counter(
     "slurmkube_reconcile_errors_total",
     "Reconciles that raised (retried on the next tick).",

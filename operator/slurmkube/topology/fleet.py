@@ -9,14 +9,15 @@ that carry topology.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
+from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import KubeNode
 
@@ -154,14 +155,42 @@ def as_fleet(nodes: Iterable[KubeNode | FleetNode]) -> list[FleetNode]:
     return sorted_nodes(n if isinstance(n, FleetNode) else fleet_node(n) for n in nodes)
 
 
-def node_fingerprint(raw: Mapping[str, Any]) -> int:
-    """A digest of what the reconcile reads from a Node object: labels,
-    schedulability, resources and readiness.
+# Labels every config reads, whatever the spec: what a FleetNode is made of
+# (GPU product, count, NVLink domain) and what takes a node away from Slurm.
+FLEET_LABELS: Final = frozenset(
+    {wk.LABEL_GPU_CLIQUE, wk.LABEL_GPU_PRODUCT, wk.LABEL_GPU_COUNT, wk.LABEL_LEASE}
+)
+
+
+def config_label_keys(bundle: ClusterBundle) -> frozenset[str]:
+    """The Node label keys one SlurmCluster's config reads: its topology labels,
+    its NodeSets' and partitions' selectors, and `FLEET_LABELS`.
+
+    Any other label (GPU feature discovery's `nvidia.com/gfd.timestamp`,
+    rewritten on every node each interval) cannot change the config, so a
+    change to it triggers no reconcile.
+    """
+    spec = bundle.cluster.spec
+    keys = set(FLEET_LABELS)
+    keys.add(spec.topology.nvlink_domain_label)
+    keys.update(spec.topology.tier_labels)
+    selectors = [ns.spec.node_selector for ns in bundle.node_sets]
+    selectors += [p.node_selector for p in spec.partitions if p.node_selector is not None]
+    for selector in selectors:
+        keys.update(selector.match_labels)
+        keys.update(req.key for req in selector.match_expressions)
+    return frozenset(keys)
+
+
+def node_fingerprint(raw: Mapping[str, Any], label_keys: Collection[str] | None = None) -> int:
+    """A digest of what the reconcile reads from a Node object: the labels in
+    `label_keys` (all labels when None), schedulability, resources and readiness.
 
     Kubelets (and kwok) rewrite their Node every few seconds for heartbeats
-    (condition timestamps, resourceVersion). Those events leave this digest
-    alone, so the Node watcher marks clusters dirty only for changes that can
-    move a node between NodeSets, blocks or switches.
+    (condition timestamps, resourceVersion), and label daemons rewrite labels no
+    config reads. Those events leave this digest alone, so the Node watcher
+    marks clusters dirty only for changes that can move a node between
+    NodeSets, blocks or switches.
     """
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
@@ -170,9 +199,12 @@ def node_fingerprint(raw: Mapping[str, Any]) -> int:
         (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"),
         None,
     )
+    labels = meta.get("labels") or {}
+    if label_keys is not None:
+        labels = {k: v for k, v in labels.items() if k in label_keys}
     return hash(
         (
-            tuple(sorted((meta.get("labels") or {}).items())),
+            tuple(sorted(labels.items())),
             bool(spec.get("unschedulable")),
             tuple(sorted((status.get("allocatable") or {}).items())),
             tuple(sorted((status.get("capacity") or {}).items())),
@@ -181,14 +213,19 @@ def node_fingerprint(raw: Mapping[str, Any]) -> int:
     )
 
 
-def node_changed(seen: dict[str, int], event_type: str | None, raw: Mapping[str, Any]) -> bool:
+def node_changed(
+    seen: dict[str, int],
+    event_type: str | None,
+    raw: Mapping[str, Any],
+    label_keys: Collection[str] | None = None,
+) -> bool:
     """Whether a Node watch event changed what `node_fingerprint` digests (or the node
     went); `seen` is the watcher's memory of each node's last fingerprint, updated."""
     name = (raw.get("metadata") or {}).get("name", "")
     if event_type == "DELETED":
         seen.pop(name, None)
         return True
-    fingerprint = node_fingerprint(raw)
+    fingerprint = node_fingerprint(raw, label_keys)
     if seen.get(name) == fingerprint:
         return False
     seen[name] = fingerprint
