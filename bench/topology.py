@@ -165,7 +165,8 @@ def reconfigures(port: int, namespace: str, cluster: str = "local") -> int:
 def backstop_reconfigures(port: int, cluster: str) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         text = r.read().decode()
-    pattern = rf'^slurmkube_reconfigures_total\{{cluster="{cluster}",result="ok"\}} (\S+)$'
+    labels = rf'cluster="{cluster}",namespace="[^"]*",result="ok"'
+    pattern = rf"^slurmkube_reconfigures_total\{{{labels}\}} (\S+)$"
     found = re.search(pattern, text, re.MULTILINE)
     return int(float(found.group(1))) if found else 0
 

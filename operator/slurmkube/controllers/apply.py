@@ -28,6 +28,7 @@ from slurmkube.plan.cluster import (
     topology_applied,
     undrain_candidates,
 )
+from slurmkube.plan.events import aggregate
 from slurmkube.plan.reconfigure import (
     ConfigClock,
     advance,
@@ -82,30 +83,31 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         node_set = pod["metadata"]["labels"][wk.LABEL_NODESET]
         kube.apply(pod, owner=snap.node_set_objs[node_set])
         created.setdefault(node_set, []).append(pod["metadata"]["labels"][wk.LABEL_NODE])
-        metrics.SLURMD_PODS_CREATED.labels(cluster_obj["metadata"]["name"]).inc()
+        metrics.SLURMD_PODS_CREATED.labels(namespace, cluster_obj["metadata"]["name"]).inc()
         log.info("slurmd pod created pod=%s", pod["metadata"]["name"])
         reached(Step.SLURMD_POD_CREATED)
-    # One event per NodeSet and reconcile, not per pod: a 10,000-node scale-out
-    # must not write 10,000 events.
     for node_set, nodes in created.items():
         kube.event(
             snap.node_set_objs[node_set],
             "SlurmdCreated",
-            f"created {len(nodes)} slurmd pods on {', '.join(nodes[:20])}"
-            + (" ..." if len(nodes) > 20 else ""),
+            aggregate("created", "slurmd pods on", nodes),
         )
     slurm = snap.slurm
     slurm_ok = snap.observed.slurm_nodes is not None and slurm is not None
     deletes = list(plan.delete_pods)
     if slurm_ok and slurm is not None:
+        drained = []
         for node in plan.drain:
             try:
                 drain(slurm, node, "slurmd pod removal")
-                metrics.DRAINS.labels(cluster_obj["metadata"]["name"]).inc()
-                kube.event(cluster_obj, "Draining", f"draining {node} before its slurmd pod goes")
+                metrics.DRAINS.labels(namespace, cluster_obj["metadata"]["name"]).inc()
+                drained.append(node)
                 reached(Step.SLURMD_DRAINED)
             except SlurmError as err:
                 log.warning("drain failed node=%s error=%s", node, err)
+        if drained:
+            message = aggregate("draining", "nodes before their slurmd pods go", drained)
+            kube.event(cluster_obj, "Draining", message)
         deletes += drained_idle(slurm, plan.delete_once_drained)
         assert snap.observed.slurm_nodes is not None
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
@@ -114,9 +116,11 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         apply_scaling(kube, snap, plan)
     for name in deletes:
         kube.delete("v1", "Pod", name, namespace)
-        metrics.SLURMD_PODS_DELETED.labels(cluster_obj["metadata"]["name"]).inc()
-        kube.event(cluster_obj, "SlurmdRemoved", f"deleted slurmd pod {name} (node drained, idle)")
+        metrics.SLURMD_PODS_DELETED.labels(namespace, cluster_obj["metadata"]["name"]).inc()
         reached(Step.SLURMD_POD_DELETED)
+    if deletes:
+        message = aggregate("deleted", "slurmd pods (nodes drained, idle)", deletes)
+        kube.event(cluster_obj, "SlurmdRemoved", message)
     conditions.append(_apply_kueue(kube, plan))
     config_applied = _reconfigure(kube, snap, plan)
     conditions += [*config_applied, topology_applied(config_applied[0], plan.topology_summary)]
@@ -267,9 +271,9 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     try:
         snap.slurm.reconfigure()
     except SlurmError as err:
-        metrics.RECONFIGURES.labels(cluster, "failed").inc()
+        metrics.RECONFIGURES.labels(meta["namespace"], cluster, "failed").inc()
         return [Condition("ConfigApplied", False, "ReconfigureFailed", str(err))]
-    metrics.RECONFIGURES.labels(cluster, "ok").inc()
+    metrics.RECONFIGURES.labels(meta["namespace"], cluster, "ok").inc()
     kube.event(
         snap.cluster_obj,
         "Reconfigured",
@@ -369,7 +373,9 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     # observedGeneration, its conditions) then finds each NodeSet's status written too.
     _write_node_set_status(kube, snap, plan)
     kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
-    metrics.SLURM_REACHABLE.labels(meta["name"]).set(snap.observed.slurm_nodes is not None)
+    metrics.SLURM_REACHABLE.labels(meta["namespace"], meta["name"]).set(
+        snap.observed.slurm_nodes is not None
+    )
     was_ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (cluster_obj.get("status") or {}).get("conditions") or []
@@ -395,9 +401,9 @@ def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:
         cluster = snap.cluster_obj["metadata"]["name"]
         for state, count in counts.items():
             if state != "total":
-                metrics.SLURM_NODES.labels(cluster, name, state).set(count)
+                metrics.SLURM_NODES.labels(namespace, cluster, name, state).set(count)
         for kind, count in gpus.items():
-            metrics.GPUS.labels(cluster, name, kind).set(count)
+            metrics.GPUS.labels(namespace, cluster, name, kind).set(count)
         status = {
             "observedGeneration": obj["metadata"].get("generation"),
             "replicas": pods_by_set[name] + created,

@@ -316,7 +316,7 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> floa
         steps[label] = time.monotonic() - started - sum(steps.values())
 
     try:
-        with metrics.RECONCILE_SECONDS.labels(name).time():
+        with metrics.RECONCILE_SECONDS.labels(namespace, name).time():
             snap = observe(kube, namespace, name, nodes)
             if snap is None:
                 # No such SlurmCluster (a NodeSet may name one): its config reads no label.
@@ -334,7 +334,7 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> floa
             write_status(kube, snap, plan, conditions)
             step("status")
     except Exception:
-        metrics.RECONCILE_ERRORS.labels(name).inc()
+        metrics.RECONCILE_ERRORS.labels(namespace, name).inc()
         raise
     key = (namespace, name)
     memory = State.clusters.setdefault(key, _Cluster())

@@ -323,8 +323,8 @@ def _reconcile_cluster(
     plan = plan_lending(world)
     started = {r.name: r.start for r in reservations}
     relabelled = _apply(kube, _Cluster(obj, cluster, rest), plan, raw_by_uid, started)
-    metrics.LENT_NODES.labels(name).set(plan.lent_nodes)
-    metrics.WAITING_WORKLOADS.labels(name).set(len(plan.waiting))
+    metrics.LENT_NODES.labels(namespace, name).set(plan.lent_nodes)
+    metrics.WAITING_WORKLOADS.labels(namespace, name).set(len(plan.waiting))
     if not world.slurm_reachable:
         reason = error or "no slurmctld address or jwt.key yet"
         return (False, "SlurmUnreachable", reason), relabelled
@@ -452,7 +452,7 @@ def _apply(
                 continue
         undone = bool(release.unlabel or release.delete_reservation)
         if release.orphan and undone:
-            metrics.LEAKS_COLLECTED.labels(name).inc()
+            metrics.LEAKS_COLLECTED.labels(cluster.obj["metadata"]["namespace"], name).inc()
             kube.event(
                 cluster.obj,
                 "LeaseCollected",
@@ -555,7 +555,7 @@ def _requeue_jobs(kube: Kube, cluster: _Cluster, lend: Lend, raw: Manifest | Non
             if raw is not None:
                 kube.event(raw, "SlurmJobRequeueFailed", failures[-1], warning=True)
             continue
-        metrics.JOBS_REQUEUED.labels(name, check).inc()
+        metrics.JOBS_REQUEUED.labels(cluster.obj["metadata"]["namespace"], name, check).inc()
         log.info("job requeued job=%s priority=%s uid=%s", job.job_id, job.priority, lend.uid)
         if raw is not None:
             kube.event(raw, "SlurmJobRequeued", job.reason)

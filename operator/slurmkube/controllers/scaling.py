@@ -82,11 +82,11 @@ def scaling_status(kube: Kube, snap: Snapshot, plan: Plan, name: str) -> dict[st
             f"`scontrol update NodeName={node} State=RESUME` returns it",
             warning=True,
         )
-        metrics.RESUME_FAILURES.labels(cluster, name).inc()
+        metrics.RESUME_FAILURES.labels(meta["namespace"], cluster, name).inc()
         log.warning("resume failed node=%s nodeset=%s reason=%s", node, name, reason)
     _observe_resumes(meta["namespace"], cluster, name, plan, snap)
     for state, count in scaling.counts.items():
-        metrics.AUTOSCALING_NODES.labels(cluster, name, state).set(count)
+        metrics.AUTOSCALING_NODES.labels(meta["namespace"], cluster, name, state).set(count)
     return {**scaling.counts, "failedNodes": list(scaling.failed)}
 
 
@@ -103,7 +103,7 @@ def _observe_resumes(namespace: str, cluster: str, name: str, plan: Plan, snap: 
         elif key in _resume_seen:
             started = _resume_seen.pop(key)
             if power == UP and view is not None and view.responding:
-                metrics.RESUME_SECONDS.labels(cluster, name).observe(now - started)
+                metrics.RESUME_SECONDS.labels(namespace, cluster, name).observe(now - started)
 
 
 def record_pending(snap: Snapshot) -> dict[str, int] | None:
@@ -112,5 +112,7 @@ def record_pending(snap: Snapshot) -> dict[str, int] | None:
         return None
     cluster = snap.cluster_obj["metadata"]["name"]
     for partition in snap.observed.bundle.cluster.spec.partitions:
-        metrics.PENDING_GPUS.labels(cluster, partition.name).set(pending.get(partition.name, 0))
+        metrics.PENDING_GPUS.labels(
+            snap.cluster_obj["metadata"]["namespace"], cluster, partition.name
+        ).set(pending.get(partition.name, 0))
     return pending

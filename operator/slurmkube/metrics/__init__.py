@@ -21,7 +21,7 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 RECONCILE_SECONDS = Histogram(
     "slurmkube_reconcile_duration_seconds",
     "Time of one observe -> plan -> apply of a SlurmCluster.",
-    ["cluster"],
+    ["namespace", "cluster"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
     registry=REGISTRY,
 )
@@ -35,49 +35,49 @@ RECONCILES = Counter(
 RECONCILE_ERRORS = Counter(
     "slurmkube_reconcile_errors_total",
     "Reconciles that raised (retried on the next tick).",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 SLURM_NODES = Gauge(
     "slurmkube_slurm_nodes",
     "Slurm nodes by folded sinfo state (idle, allocated, mixed, drain, down, cloud).",
-    ["cluster", "node_set", "state"],
+    ["namespace", "cluster", "node_set", "state"],
     registry=REGISTRY,
 )
 GPUS = Gauge(
     "slurmkube_gpus",
     "GPUs of registered slurmd nodes: total and allocated by Slurm jobs.",
-    ["cluster", "node_set", "kind"],
+    ["namespace", "cluster", "node_set", "kind"],
     registry=REGISTRY,
 )
 SLURMD_PODS_CREATED = Counter(
     "slurmkube_slurmd_pods_created_total",
     "slurmd pods created.",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 SLURMD_PODS_DELETED = Counter(
     "slurmkube_slurmd_pods_deleted_total",
     "slurmd pods deleted after their node drained idle.",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 DRAINS = Counter(
     "slurmkube_drains_total",
     "Drains the operator set before removing a slurmd pod.",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 RECONFIGURES = Counter(
     "slurmkube_reconfigures_total",
     "scontrol reconfigure issued (config hash changed), by result.",
-    ["cluster", "result"],
+    ["namespace", "cluster", "result"],
     registry=REGISTRY,
 )
 SLURM_REACHABLE = Gauge(
     "slurmkube_slurm_reachable",
     "1 when slurmrestd answered the last reconcile.",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 
@@ -85,7 +85,7 @@ SLURM_REACHABLE = Gauge(
 LENT_NODES = Gauge(
     "slurmkube_lent_nodes",
     "Nodes under a slurmkube.io/lease label (lent to Kueue workloads) per SlurmCluster.",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 LEND_SECONDS = Histogram(
@@ -105,19 +105,19 @@ DRAIN_WAIT_SECONDS = Histogram(
 WAITING_WORKLOADS = Gauge(
     "slurmkube_lending_waiting_workloads",
     "Workloads whose reserved nodes still run Slurm jobs (WaitForIdle or Requeue).",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 JOBS_REQUEUED = Counter(
     "slurmkube_lending_jobs_requeued_total",
     "Slurm jobs requeued to free nodes reserved for a Kueue workload (busyNodes Requeue).",
-    ["cluster", "check"],
+    ["namespace", "cluster", "check"],
     registry=REGISTRY,
 )
 LEAKS_COLLECTED = Counter(
     "slurmkube_lending_leaks_collected_total",
     "Lease labels or reservations found without a Workload and removed.",
-    ["cluster"],
+    ["namespace", "cluster"],
     registry=REGISTRY,
 )
 CHECK_ANSWERS = Counter(
@@ -130,26 +130,26 @@ AUTOSCALING_NODES = Gauge(
     "slurmkube_autoscaling_nodes",
     "Nodes of autoscaled NodeSets by power state (up, resuming, suspending, suspended, "
     "held, failed).",
-    ["cluster", "node_set", "state"],
+    ["namespace", "cluster", "node_set", "state"],
     registry=REGISTRY,
 )
 PENDING_GPUS = Gauge(
     "slurmkube_pending_gpus",
     "GPUs requested by pending Slurm jobs, per partition.",
-    ["cluster", "partition"],
+    ["namespace", "cluster", "partition"],
     registry=REGISTRY,
 )
 RESUME_SECONDS = Histogram(
     "slurmkube_resume_duration_seconds",
     "From the operator first seeing a node POWERING_UP to its slurmd registered.",
-    ["cluster", "node_set"],
+    ["namespace", "cluster", "node_set"],
     buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
     registry=REGISTRY,
 )
 RESUME_FAILURES = Counter(
     "slurmkube_resume_failures_total",
     "Resumes Slurm gave up on (ResumeTimeout reached: node DOWN, jobs requeued).",
-    ["cluster", "node_set"],
+    ["namespace", "cluster", "node_set"],
     registry=REGISTRY,
 )
 
