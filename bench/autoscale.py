@@ -37,7 +37,8 @@ from pathlib import Path
 import yaml
 
 from slurmkube.api.models import SlurmCluster, from_object
-from slurmkube.controllers.observe import slurm_client
+from slurmkube.controllers.clients import SlurmClients
+from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube as OperatorKube
 from slurmkube.kube.client import load_config
 from slurmkube.slurm.rest import RestClient
@@ -144,7 +145,8 @@ def main() -> int:
             raw = kube.get(API, "SlurmCluster", "local", ns)
             assert raw is not None
             cluster = from_object(SlurmCluster, raw)
-            slurm = slurm_client(OperatorKube(load_config(str(kubeconfig))), cluster)
+            clients = SlurmClients(Settings.from_environment(os.environ))
+            slurm = clients.rest(OperatorKube(load_config(str(kubeconfig))), cluster)
             assert slurm is not None
             for _ in range(args.rounds):
                 rounds.append(one_round(kube, slurm, ns, args.nodes))

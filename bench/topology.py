@@ -64,7 +64,8 @@ from reconcile import (  # noqa: E402
 )
 from render import cluster_docs, fleet_dicts  # noqa: E402
 from slurmkube.api.models import SlurmCluster, from_object  # noqa: E402
-from slurmkube.controllers.observe import scontrol_client  # noqa: E402
+from slurmkube.controllers.clients import SlurmClients  # noqa: E402
+from slurmkube.controllers.settings import Settings  # noqa: E402
 from slurmkube.kube.client import Kube as OperatorKube  # noqa: E402
 from slurmkube.kube.client import load_config  # noqa: E402
 from slurmkube.slurm.cli import CliClient  # noqa: E402
@@ -199,7 +200,8 @@ class Follow:
             raw = self.kube.get(API, "SlurmCluster", "local", self.namespace)
             assert raw is not None
             cluster = from_object(SlurmCluster, raw)
-            self._scontrol = scontrol_client(OperatorKube(load_config(None)), cluster)
+            clients = SlurmClients(Settings.from_environment(os.environ))
+            self._scontrol = clients.scontrol(OperatorKube(load_config(None)), cluster)
             assert self._scontrol is not None, "no scontrol: SLURMKUBE_SLURM_PREFIX?"
         shown = self._scontrol.show_topology()
         return {name: frozenset(record.nodes) for name, record in shown.items()}

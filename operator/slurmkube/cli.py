@@ -142,6 +142,9 @@ def _operator(args: argparse.Namespace) -> int:
     import slurmkube.controllers.handlers
     import slurmkube.controllers.lending
     from slurmkube import metrics
+    from slurmkube.controllers import failpoints
+    from slurmkube.controllers.clients import SlurmClients
+    from slurmkube.controllers.settings import Settings
 
     logging.basicConfig(
         level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO"),
@@ -155,6 +158,11 @@ def _operator(args: argparse.Namespace) -> int:
     slurmkube.controllers.lending.BRIDGE.namespace = (
         None if args.all_namespaces else str(args.namespace)
     )
+    # The environment is read here, once; the controllers receive what it says.
+    settings = Settings.from_environment(os.environ, os.getpid())
+    failpoints.arm(settings.failpoint)
+    slurmkube.controllers.handlers.State.settings = settings
+    slurmkube.controllers.handlers.State.clients = SlurmClients(settings)
     metrics.serve(args.metrics_port)
     asyncio.run(
         kopf.operator(

@@ -13,11 +13,14 @@ from slurmkube.controllers.failpoints import ENV, EXIT_CODE, STEPS, Step, failpo
 
 
 def run_steps(armed: str, *steps: Step) -> subprocess.CompletedProcess[str]:
-    """A fresh interpreter with `armed` in the environment that reaches `steps` in order,
-    printing each after it passed."""
+    """A fresh interpreter with `armed` in the environment, armed from it as the
+    operator's entry point does, that reaches `steps` in order, printing each after
+    it passed."""
     script = "\n".join(
         [
-            "from slurmkube.controllers.failpoints import Step, reached",
+            "import os",
+            "from slurmkube.controllers.failpoints import ENV, Step, arm, reached",
+            "arm(os.environ.get(ENV, ''))",
             *(f"reached(Step({s.value!r})); print({s.value!r}, flush=True)" for s in steps),
         ]
     )

@@ -280,26 +280,3 @@ def test_exactly_one_credential() -> None:
         RestClient("http://x", token="t", jwt_key=KEY)
     with pytest.raises(ValueError, match="exactly one"):
         RestClient("http://x")
-
-
-def test_the_operator_remembers_the_data_parser_for_a_while_then_asks_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each reconcile makes a client; only the first in PARSER_TTL_SECONDS fetches
-    /openapi/v3 (controllers/observe.py)."""
-    from slurmkube.controllers import observe
-
-    now = [1000.0]
-    monkeypatch.setattr(observe, "_DATA_PARSERS", {})
-    monkeypatch.setattr(observe.time, "monotonic", lambda: now[0])
-    url = "http://slurmrestd.test:6820"
-    assert observe._known_data_parser(url) is None
-    observe._remember_data_parser(RestClient(url, token="t", data_parser="v0.0.41"))
-    now[0] += observe.PARSER_TTL_SECONDS - 1
-    assert observe._known_data_parser(url) == "v0.0.41"
-    # A client made with the remembered version does not extend it.
-    observe._remember_data_parser(RestClient(url, token="t", data_parser="v0.0.41"))
-    now[0] += 2
-    assert observe._known_data_parser(url) is None
-    observe._remember_data_parser(RestClient(url, token="t", data_parser="v0.0.42"))
-    assert observe._known_data_parser(url) == "v0.0.42"

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import logging
-import os
+import secrets
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
+from slurmkube.build.auth import auth_secret
 from slurmkube.build.names import names_of
 from slurmkube.build.slurmd import slurmd_selector
 from slurmkube.controllers.failpoints import Step, reached
-from slurmkube.controllers.observe import API, Snapshot, scontrol_client
+from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling_status
 from slurmkube.kube.client import Kube
 from slurmkube.plan.cluster import (
@@ -37,6 +40,7 @@ from slurmkube.plan.reconfigure import (
     topology_shown,
 )
 from slurmkube.plan.status import gpu_counts, node_counts, pod_condition_updates
+from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient
@@ -45,27 +49,43 @@ from slurmkube.slurm.topology_text import parse_topology
 log = logging.getLogger(__name__)
 
 
-def deliver_config(kube: Kube, snap: Snapshot, configured: Configured) -> None:
+def deliver_config(
+    kube: Kube, snap: Snapshot, configured: Configured, clock: ConfigClock | None
+) -> ConfigClock:
     """Write the ConfigMap and tell the slurmctld pods, first thing in a reconcile:
     the config needs nothing from Slurm, so a label change does not wait while
-    slurmrestd lists every node (render/reloader.py takes it from here)."""
-    meta = snap.cluster_obj["metadata"]
+    slurmrestd lists every node (build/reloader.py takes it from here). Returns
+    the config's clock, which the controller keeps for the next reconciles."""
     wanted = configured.rendered.hash
     # Before the write: a reconfigure that read the new files happened after
     # this instant, which is what `loaded_since` compares against.
-    key = (meta["namespace"], meta["name"])
-    _clocks[key] = advance(_clocks.get(key), wanted, time.monotonic(), dt.datetime.now(dt.UTC))
+    clock = advance(clock, wanted, time.monotonic(), dt.datetime.now(dt.UTC))
     kube.apply(configured.config_map, owner=snap.cluster_obj)
     if (snap.cluster_obj.get("status") or {}).get("configHash") != wanted:
         _annotate_controllers(kube, snap, wanted)
+    return clock
 
 
-def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
+def _generate_keys(kube: Kube, snap: Snapshot) -> None:
+    """slurm.key (1 KiB) and jwt.key (32 bytes), made once: only if no Secret has them."""
+    cluster = snap.observed.bundle.cluster
+    secret = auth_secret(
+        cluster,
+        base64.b64encode(secrets.token_bytes(1024)).decode(),
+        base64.b64encode(secrets.token_bytes(32)).decode(),
+    )
+    if kube.create_if_absent(secret, owner=snap.cluster_obj):
+        kube.event(snap.cluster_obj, "KeysGenerated", f"generated Secret {names_of(cluster).auth}")
+
+
+def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -> list[Condition]:
     """Every step is idempotent: a crash anywhere is finished by the next reconcile.
     The ConfigMap is already written (`deliver_config`)."""
     cluster_obj = snap.cluster_obj
     namespace = cluster_obj["metadata"]["namespace"]
     conditions = list(plan.conditions)
+    if plan.generate_keys:
+        _generate_keys(kube, snap)
     if plan.rendered is None:
         message = plan.conditions[0].message
         before = (cluster_obj.get("status") or {}).get("conditions") or []
@@ -122,7 +142,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         message = aggregate("deleted", "slurmd pods (nodes drained, idle)", deletes)
         kube.event(cluster_obj, "SlurmdRemoved", message)
     conditions.append(_apply_kueue(kube, plan))
-    config_applied = _reconfigure(kube, snap, plan)
+    config_applied = _reconfigure(kube, snap, plan, config)
     conditions += [*config_applied, topology_applied(config_applied[0], plan.topology_summary)]
     conditions.append(
         Condition(
@@ -174,26 +194,17 @@ def _apply_kueue(kube: Kube, plan: Plan) -> Condition:
     )
 
 
-# How long a changed ConfigMap may take to reach the slurmctld pod's volume
-# when nothing speeds it up (render/reconfigure.py). The pod's reloader
-# normally applies a change within a second or two; the operator reconfigures
-# itself only when Slurm still shows no sign of it after this window. Once,
-# because each reconfigure re-executes slurmctld's internals, and a job ending
-# meanwhile was seen stuck in COMPLETING.
-PROPAGATION_SECONDS = float(os.environ.get("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "90"))
-# While a change is pending, Slurm is asked this often whether it took.
-CONFIRM_EVERY_SECONDS = 1.0
-# Per (namespace, cluster): the hash the ConfigMap holds and since when. In
-# memory only: after an operator restart the whole window is waited again.
-_clocks: dict[tuple[str, str], ConfigClock] = {}
+@dataclass(frozen=True, slots=True)
+class ConfigDelivery:
+    """What confirming a delivered config needs: its clock (`deliver_config`), the
+    cluster's scontrol, and the window after which the operator reconfigures
+    itself (`Settings.propagation_seconds`: the pod's reloader normally applies a
+    change within a second or two; once, because each reconfigure re-executes
+    slurmctld's internals, and a job ending meanwhile was seen stuck in COMPLETING)."""
 
-
-def propagation_left(namespace: str, name: str) -> float:
-    """Seconds until the next look at a pending config (0 when due)."""
-    clock = _clocks.get((namespace, name))
-    if clock is None:
-        return 0.0
-    return min(CONFIRM_EVERY_SECONDS, seconds_left(clock, time.monotonic(), PROPAGATION_SECONDS))
+    clock: ConfigClock | None
+    scontrol: Callable[[], CliClient | None]
+    window: float
 
 
 def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
@@ -207,10 +218,9 @@ def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
         kube.annotate_pod(namespace, f"{controller}-{ordinal}", wk.ANNOTATION_CONFIG_HASH, wanted)
 
 
-def _shown_in_slurm(kube: Kube, snap: Snapshot, plan: Plan, clock: ConfigClock) -> bool:
-    """Evidence that slurmctld has the config in force (render/reconfigure.py)."""
+def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) -> bool:
+    """Evidence that slurmctld has the config in force (plan/reconfigure.py)."""
     assert plan.rendered is not None
-    scontrol = scontrol_client(kube, snap.observed.bundle.cluster)
     if scontrol is None:
         return False
     try:
@@ -233,7 +243,7 @@ def _shown_in_slurm(kube: Kube, snap: Snapshot, plan: Plan, clock: ConfigClock) 
         return False
 
 
-def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
+def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -> list[Condition]:
     """Deliver a changed config to slurmctld and confirm it took; reconfigure only as a backstop."""
     assert plan.rendered is not None
     meta = snap.cluster_obj["metadata"]
@@ -241,19 +251,19 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
     wanted = plan.rendered.hash
     now = time.monotonic()
     # deliver_config wrote the ConfigMap with `wanted`, and set this clock before.
-    clock = _clocks[(meta["namespace"], meta["name"])]
+    clock = config.clock
     if status.get("configHash") == wanted:
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
-    if snap.slurm is None or snap.observed.slurm_nodes is None:
+    if clock is None or snap.slurm is None or snap.observed.slurm_nodes is None:
         return [
             Condition(
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
             )
         ]
-    if _shown_in_slurm(kube, snap, plan, clock):
+    if _shown_in_slurm(plan, clock, config.scontrol()):
         # The same words as above: the next reconcile must not rewrite the status.
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
-    left = seconds_left(clock, now, PROPAGATION_SECONDS)
+    left = seconds_left(clock, now, config.window)
     if left > 0:
         return [
             Condition(
@@ -264,7 +274,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
                 # write, which is an event, which is another reconcile.
                 f"config {wanted[:12]}: delivered to the slurmctld pod, whose reloader "
                 "reconfigures when the files land; the operator reconfigures itself if "
-                f"Slurm does not show it {PROPAGATION_SECONDS:.0f}s after the change",
+                f"Slurm does not show it {config.window:.0f}s after the change",
             )
         ]
     cluster = meta["name"]
@@ -278,7 +288,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan) -> list[Condition]:
         snap.cluster_obj,
         "Reconfigured",
         f"scontrol reconfigure for config {wanted[:12]}: Slurm did not show it "
-        f"{PROPAGATION_SECONDS:.0f}s after the ConfigMap changed",
+        f"{config.window:.0f}s after the ConfigMap changed",
     )
     return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
 

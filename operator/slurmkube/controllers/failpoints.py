@@ -8,13 +8,13 @@ sequence, and an operator started with
 
     SLURMKUBE_FAILPOINT=<step>[:<n>]
 
-exits at once (`os._exit`: no cleanup handler, no flush, as after SIGKILL)
-right after the n-th time (default the first) it completes that step, with
+(the entry point arms it with `arm`, from `Settings.failpoint`) exits at
+once (`os._exit`: no cleanup handler, no flush, as after SIGKILL) right after the n-th time (default the first) it completes that step, with
 exit code `EXIT_CODE` so a test can tell the fail point from a crash.
 `e2e/tests/test_kueue_bridge.py` loops over `STEPS`, so a step added here is
 tested without touching the test.
 
-Without the variable (production) `reached` is one comparison with None.
+Unarmed (production) `reached` is one comparison with None.
 """
 
 from __future__ import annotations
@@ -88,18 +88,25 @@ def _positive(text: str) -> int:
     return n
 
 
-_ARMED = _armed(os.environ.get(ENV, ""))
+# The armed (step, hit), or None; a one-item list so `arm` needs no `global`.
+_ARMED: list[tuple[Step, int] | None] = [None]
 _lock = threading.Lock()
 _hits = itertools.count(1)
 
 
+def arm(value: str) -> None:
+    """Arm the fail point `value` names (`<step>[:<n>]`; "" disarms)."""
+    _ARMED[0] = _armed(value)
+
+
 def reached(step: Step) -> None:
     """Mark `step` as done; exits the process if it is the armed fail point."""
-    if _ARMED is None or _ARMED[0] is not step:
+    armed = _ARMED[0]
+    if armed is None or armed[0] is not step:
         return
     with _lock:  # the bridge and the cluster reconciles run in worker threads
         hit = next(_hits)
-        if hit < _ARMED[1]:
+        if hit < armed[1]:
             return
         log.critical("fail point reached step=%s hit=%d", step.value, hit)
         logging.shutdown()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,12 +29,8 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import TopologySpec
-from slurmkube.controllers.apply import (
-    apply_plan,
-    deliver_config,
-    propagation_left,
-    write_status,
-)
+from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config, write_status
+from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.observe import (
     NodeEntry,
     node_entry,
@@ -44,19 +39,17 @@ from slurmkube.controllers.observe import (
     slurm_fingerprint,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.cluster import Configured, configure, plan_cluster
+from slurmkube.plan.reconfigure import ConfigClock, next_look
 from slurmkube.topology.fleet import config_label_keys, node_changed, node_fingerprint
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
 DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
-# Slurm's power-saving decisions are no Kubernetes event: while a NodeSet
-# autoscales, Slurm's nodes are read this often (one REST call), and the
-# cluster reconciled when they changed.
-AUTOSCALE_POLL_SECONDS = float(os.environ.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS", "2"))
 # Clusters reconciled at once: one slow cluster (a 10,000-node Slurm read) must
 # not hold up another's label change.
 WORKERS = 4
@@ -75,6 +68,9 @@ class _Cluster:
     label_keys: frozenset[str] | None = None
     autoscaling: bool = False
     slurm_fingerprint: int | None = None
+    # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
+    # memory only: after an operator restart the whole window is waited again.
+    config_clock: ConfigClock | None = None
     triggers: set[str] = field(default_factory=set)
 
 
@@ -89,6 +85,9 @@ class _NodeMemory:
 
 @dataclass
 class _OperatorState:
+    # Installed by the entry point (`slurmkube operator`) before kopf starts.
+    settings: Settings = field(default_factory=Settings)
+    clients: SlurmClients = field(default_factory=lambda: SlurmClients(Settings()))
     kube: Kube | None = None
     lease: LeaderLease | None = None
     # The fleet_nodes index, handed over by kopf with every event before any reconcile.
@@ -120,7 +119,7 @@ async def _poll_key(key: Key) -> Result:
         return Result()
     if await asyncio.to_thread(_slurm_changed, key, memory):
         _mark(key, "poll", debounce=False)
-    return Result(requeue_after=AUTOSCALE_POLL_SECONDS)
+    return Result(requeue_after=State.settings.autoscale_poll_seconds)
 
 
 CLUSTERS: WorkQueue[Key] = WorkQueue(_reconcile_key, name="slurmclusters", workers=WORKERS)
@@ -171,13 +170,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.batching.batch_window = 0.02
     api = load_config(os.environ.get("KUBECONFIG"))
     State.kube = Kube(api)
-    namespace = os.environ.get("SLURMKUBE_OPERATOR_NAMESPACE", "default")
-    # In a pod the hostname is the pod name, so a restarted container takes its
-    # own lease back at once; elsewhere SLURMKUBE_OPERATOR_IDENTITY can say the same.
-    identity = os.environ.get("SLURMKUBE_OPERATOR_IDENTITY") or (
-        f"{socket.gethostname()}-{os.getpid()}"
-    )
-    State.lease = LeaderLease(api, namespace, identity)
+    State.lease = LeaderLease(api, State.settings.namespace, State.settings.identity)
     State.lease.start()
 
 
@@ -193,6 +186,7 @@ async def cleanup(**_: Any) -> None:
         task.cancel()
     if State.lease is not None:
         State.lease.stop()
+    State.clients.close_all()
 
 
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
@@ -215,6 +209,7 @@ def _forget(key: Key) -> None:
     CLUSTERS.forget(key)
     POLLS.forget(key)
     State.clusters.pop(key, None)
+    State.clients.close(*key)
 
 
 @kopf.on.delete(GROUP, VERSION, "slurmclusters")
@@ -300,7 +295,7 @@ async def reconcile_now(key: Key) -> None:
 
 
 def _slurm_changed(key: Key, memory: _Cluster) -> bool:
-    fingerprint = slurm_fingerprint(_kube(), *key)
+    fingerprint = slurm_fingerprint(_kube(), *key, State.clients)
     before, memory.slurm_fingerprint = memory.slurm_fingerprint, fingerprint
     return fingerprint is None or fingerprint != before
 
@@ -308,6 +303,8 @@ def _slurm_changed(key: Key, memory: _Cluster) -> bool:
 def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> float | None:
     """One observe -> plan -> apply; returns when to come back (None: only on events)."""
     kube = _kube()
+    key = (namespace, name)
+    memory = State.clusters.setdefault(key, _Cluster())
     started = time.monotonic()
     # Seconds per step, for the log line: where a slow reconcile spends its time.
     steps: dict[str, float] = {}
@@ -320,32 +317,37 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> floa
             snap = observe(kube, namespace, name, nodes)
             if snap is None:
                 # No such SlurmCluster (a NodeSet may name one): its config reads no label.
-                State.clusters.setdefault((namespace, name), _Cluster()).label_keys = frozenset()
+                memory.label_keys = frozenset()
                 return None
             configured = configure(snap.observed)
             if isinstance(configured, Configured):
-                deliver_config(kube, snap, configured)
+                memory.config_clock = deliver_config(kube, snap, configured, memory.config_clock)
             step("config")
-            snap = observe_rest(kube, snap)
+            snap = observe_rest(kube, snap, State.clients)
             step("observe")
             plan = plan_cluster(snap.observed, configured)
-            conditions = apply_plan(kube, snap, plan)
+            cluster = snap.observed.bundle.cluster
+            delivery = ConfigDelivery(
+                memory.config_clock,
+                lambda: State.clients.scontrol(kube, cluster),
+                State.settings.propagation_seconds,
+            )
+            conditions = apply_plan(kube, snap, plan, delivery)
             step("apply")
             write_status(kube, snap, plan, conditions)
             step("status")
     except Exception:
         metrics.RECONCILE_ERRORS.labels(namespace, name).inc()
         raise
-    key = (namespace, name)
-    memory = State.clusters.setdefault(key, _Cluster())
     memory.label_keys = config_label_keys(snap.observed.bundle)
     memory.autoscaling = bool(plan.scaling)
     if memory.autoscaling:
-        POLLS.add(key, AUTOSCALE_POLL_SECONDS)
+        POLLS.add(key, State.settings.autoscale_poll_seconds)
     requeue = RESYNC_SECONDS
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
-        requeue = min(requeue, propagation_left(namespace, name))
+        window = State.settings.propagation_seconds
+        requeue = min(requeue, next_look(memory.config_clock, time.monotonic(), window))
     log.info(
         "reconciled cluster=%s/%s pods_created=%d drained=%d deleted=%d seconds=%.2f (%s)",
         namespace,

@@ -9,7 +9,7 @@ reconcile covers every AdmissionCheck whose controllerName is
 `slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
 name. Only the leader reconciles (the operator's Lease, `handlers.State`).
 
-Writes: the Slurm reservation (scontrol, `observe.scontrol_client`), the
+Writes: the Slurm reservation (scontrol, `SlurmClients.scontrol`), the
 `slurmkube.io/lease` label on Nodes, our entry of each Workload's
 `status.admissionChecks` and the AdmissionCheck's `Active` condition, both by
 server-side apply under our own field manager so Kueue's fields stay Kueue's.
@@ -36,11 +36,7 @@ from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpe
 from slurmkube.build.names import deployment_context
 from slurmkube.controllers import handlers
 from slurmkube.controllers.failpoints import Step, reached
-from slurmkube.controllers.observe import (
-    FLEET,
-    scontrol_client,
-    slurm_client,
-)
+from slurmkube.controllers.observe import FLEET
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
     CheckState,
@@ -305,8 +301,8 @@ def _reconcile_cluster(
     if obj is None:
         return (False, "ClusterNotFound", f"SlurmCluster {namespace}/{name} not found"), False
     cluster = from_object(SlurmCluster, obj)
-    writer = scontrol_client(kube, cluster)
-    rest = slurm_client(kube, cluster, reservations=writer)
+    writer = handlers.State.clients.scontrol(kube, cluster)
+    rest = handlers.State.clients.rest(kube, cluster)
     policies = tuple(c.policy for c in checks if c.policy is not None)
     # Jobs are read only when a policy may requeue them: a deep queue makes /jobs/ costly.
     with_jobs = any(p.requeue is not None for p in policies)

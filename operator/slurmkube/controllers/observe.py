@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import logging
-import os
-import secrets
-import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,19 +13,15 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
-from slurmkube.build.auth import auth_secret
-from slurmkube.build.names import deployment_context, names_of
+from slurmkube.build.names import names_of
+from slurmkube.controllers.clients import SlurmClients
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan import autoscale
 from slurmkube.plan.cluster import Observed, PodView, SlurmNodeView
 from slurmkube.plan.status import POD_CONDITION
-from slurmkube.render.config import TOPOLOGY_PLUGINS
 from slurmkube.render.slurmdbd import DatabaseCredentials
-from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.errors import SlurmError
-from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 from slurmkube.slurm.models import Node
-from slurmkube.slurm.protocol import ReservationWriter
 from slurmkube.slurm.rest import RestClient
 from slurmkube.topology.fleet import FleetNode, fleet_node
 
@@ -135,115 +125,6 @@ def _state_class(node: Node) -> str:
     return "idle"
 
 
-def jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | None:
-    names = names_of(cluster)
-    secret = cluster.spec.auth.jwt_key_secret or names.auth
-    return kube.secret_value(cluster.metadata.namespace or "default", secret, "jwt.key")
-
-
-def slurm_client(
-    kube: Kube, cluster: SlurmCluster, reservations: ReservationWriter | None = None
-) -> RestClient | None:
-    """slurmrestd of this cluster, with a JWT minted from the cluster's key."""
-    key = jwt_key(kube, cluster)
-    if not key or not cluster.spec.rest_api.replicas:
-        return None
-    url = os.environ.get("SLURMKUBE_SLURMRESTD_URL") or _restapi_url(kube, cluster)
-    return RestClient(
-        url,
-        jwt_key=key,
-        user="slurm",
-        timeout=5.0,
-        attempts=2,
-        reservations=reservations,
-        data_parser=_known_data_parser(url),
-    )
-
-
-# slurmrestd's data_parser version per URL. Every reconcile makes a new client,
-# and finding the version means fetching and parsing /openapi/v3, a large
-# document: it is asked again only after a while (slurmrestd may be upgraded).
-PARSER_TTL_SECONDS = 600.0
-_DATA_PARSERS: dict[str, tuple[str, float]] = {}
-
-
-def _known_data_parser(url: str) -> str | None:
-    known = _DATA_PARSERS.get(url)
-    if known is None or time.monotonic() - known[1] >= PARSER_TTL_SECONDS:
-        return None
-    return known[0]
-
-
-def _remember_data_parser(slurm: RestClient) -> None:
-    """After a request succeeded, so the version is known and no request is made.
-    A client made with a remembered version changes nothing: the entry still
-    expires, and the next client asks slurmrestd again."""
-    if _known_data_parser(slurm.url) != slurm.data_parser:
-        _DATA_PARSERS[slurm.url] = (slurm.data_parser, time.monotonic())
-
-
-def scontrol_client(kube: Kube, cluster: SlurmCluster) -> CliClient | None:
-    """scontrol authenticated by a JWT (`slurmkube.slurm.jwt_cli`): the reservation
-    writes and the topology/config reads that 24.11's slurmrestd cannot do."""
-    key = jwt_key(kube, cluster)
-    if not key:
-        return None
-    names = names_of(cluster)
-    namespace = cluster.metadata.namespace or "default"
-    address = names.controller_fqdn
-    if os.environ.get("SLURMKUBE_POD_IP_ENDPOINTS"):
-        pod = kube.get("v1", "Pod", names.controller_pod, namespace)
-        address = ((pod or {}).get("status") or {}).get("podIP") or ""
-        if not address:
-            return None
-    prefix = os.environ.get("SLURMKUBE_SLURM_PREFIX")
-    config = client_config(
-        cluster.slurm_cluster_name,
-        names.controller_pod,
-        address,
-        wk.SLURMCTLD_PORT,
-        TOPOLOGY_PLUGINS[cluster.spec.topology.plugin],
-    )
-    return jwt_cli_client(
-        config=config,
-        config_dir=Path(tempfile.gettempdir())
-        / "slurmkube"
-        / f"{namespace}-{cluster.metadata.name}",
-        jwt_key=key,
-        user=deployment_context(cluster).slurm_user,
-        bin_dir=Path(prefix) / "bin" if prefix else None,
-    )
-
-
-def _restapi_url(kube: Kube, cluster: SlurmCluster) -> str:
-    names = names_of(cluster)
-    namespace = cluster.metadata.namespace or "default"
-    if os.environ.get("SLURMKUBE_POD_IP_ENDPOINTS"):
-        # The operator runs outside the pod network's DNS (local e2e): use a pod IP.
-        selector = f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NAME}=slurmrestd"
-        for pod in kube.list("v1", "Pod", namespace, selector):
-            ip = (pod.get("status") or {}).get("podIP")
-            if ip:
-                return f"http://{ip}:{wk.SLURMRESTD_PORT}"
-    return f"http://{names.restapi}.{namespace}.svc:{wk.SLURMRESTD_PORT}"
-
-
-def ensure_auth(kube: Kube, cluster_obj: Manifest, cluster: SlurmCluster) -> None:
-    """Generate slurm.key (1 KiB) and jwt.key (32 bytes) once, unless the spec references keys."""
-    if cluster.spec.auth.slurm_key_secret and cluster.spec.auth.jwt_key_secret:
-        return
-    names = names_of(cluster)
-    if kube.secret_value(cluster.metadata.namespace or "default", names.auth, "slurm.key"):
-        return
-    secret = auth_secret(
-        cluster,
-        base64.b64encode(secrets.token_bytes(1024)).decode(),
-        base64.b64encode(secrets.token_bytes(32)).decode(),
-    )
-    if kube.create_if_absent(secret, owner=cluster_obj):
-        kube.event(cluster_obj, "KeysGenerated", f"generated Secret {names.auth}")
-
-
 @dataclass(frozen=True)
 class Snapshot:
     cluster_obj: Manifest
@@ -292,6 +173,11 @@ def observe(
     fleet = [e.fleet for _, e in sorted(nodes.items()) if e.fleet is not None]
     unavailable = {n: e.unavailable for n, e in nodes.items() if e.unavailable is not None}
     database = _database_credentials(kube, namespace, cluster)
+    auth = cluster.spec.auth
+    names = names_of(cluster)
+    has_keys = bool(auth.slurm_key_secret and auth.jwt_key_secret) or bool(
+        kube.secret_value(namespace, names.auth, "slurm.key")
+    )
     return Snapshot(
         cluster_obj=cluster_obj,
         node_set_objs=node_set_objs,
@@ -302,30 +188,29 @@ def observe(
             slurm_nodes=None,
             unavailable=unavailable,
             database=database,
+            has_keys=has_keys,
         ),
         slurm=None,
         slurm_error="Slurm not asked yet",
     )
 
 
-def observe_rest(kube: Kube, snap: Snapshot) -> Snapshot:
+def observe_rest(kube: Kube, snap: Snapshot, clients: SlurmClients) -> Snapshot:
     """The snapshot with the rest of the world, read once the config is delivered:
     the cluster's slurmd pods and what slurmrestd says of its nodes (and, while a
-    NodeSet autoscales, of pending jobs). Generates the cluster's keys if missing."""
+    NodeSet autoscales, of pending jobs)."""
     bundle = snap.observed.bundle
     cluster = bundle.cluster
     namespace, name = snap.cluster_obj["metadata"]["namespace"], cluster.metadata.name
     selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
     pods = tuple(_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector))
-    ensure_auth(kube, snap.cluster_obj, cluster)
-    slurm = slurm_client(kube, cluster)
+    slurm = clients.rest(kube, cluster)
     slurm_nodes: dict[str, SlurmNodeView] | None = None
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
     pending: dict[str, int] | None = None
     if slurm is not None:
         try:
             slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
-            _remember_data_parser(slurm)
             if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):
                 pending = _pending_gpus(slurm)
         except SlurmError as err:
@@ -365,14 +250,14 @@ def _pending_gpus(slurm: RestClient) -> dict[str, int]:
     return dict(sorted(demand.items()))
 
 
-def slurm_fingerprint(kube: Kube, namespace: str, name: str) -> int | None:
+def slurm_fingerprint(kube: Kube, namespace: str, name: str, clients: SlurmClients) -> int | None:
     """A cheap summary of Slurm's nodes (one REST call): a reconcile is needed when it
     changes. None when it cannot be read (then reconcile anyway)."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
     if cluster_obj is None:
         return None
     cluster = from_object(SlurmCluster, cluster_obj)
-    slurm = slurm_client(kube, cluster)
+    slurm = clients.rest(kube, cluster)
     if slurm is None:
         return None
     try:

@@ -90,6 +90,8 @@ class Observed:
     # The external database's login (spec.accounting.database.secretName);
     # None when accounting is off or the Secret lacks a key.
     database: DatabaseCredentials | None = None
+    # The cluster's slurm.key and jwt.key exist (its own Secret, or those the spec names).
+    has_keys: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,8 @@ class Condition:
 @dataclass(frozen=True, slots=True)
 class Plan:
     rendered: RenderedConfig | None
+    # Generate the cluster's keys into its auth Secret (apply makes them, once).
+    generate_keys: bool = False
     # The rendered config's ConfigMap (None with `rendered`), apart from `objects`:
     # written before the rest of the plan is even made (controllers/apply.py).
     config_map: Manifest | None = None
@@ -167,7 +171,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     if configured is None:
         configured = configure(observed)
     if isinstance(configured, Condition):
-        return Plan(rendered=None, conditions=(configured,))
+        return Plan(rendered=None, generate_keys=not observed.has_keys, conditions=(configured,))
     config, rendered, accounting = configured.config, configured.rendered, configured.accounting
     objects: list[Manifest] = [
         controller_service(cluster),
@@ -245,6 +249,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         delete += rollout.delete_pods
     return Plan(
         rendered=rendered,
+        generate_keys=not observed.has_keys,
         config_map=configured.config_map,
         objects=tuple(objects),
         prune=prune,

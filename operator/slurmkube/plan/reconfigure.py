@@ -46,6 +46,17 @@ def advance(clock: ConfigClock | None, wanted: str, now: float, wall: datetime) 
     return ConfigClock(wanted, now, wall)
 
 
+# While a change is pending, Slurm is asked this often whether it took.
+CONFIRM_EVERY_SECONDS = 1.0
+
+
+def next_look(clock: ConfigClock | None, now: float, window: float) -> float:
+    """Seconds until a pending config is looked at again (0 when due)."""
+    if clock is None:
+        return 0.0
+    return min(CONFIRM_EVERY_SECONDS, seconds_left(clock, now, window))
+
+
 def seconds_left(clock: ConfigClock, now: float, window: float) -> float:
     """Seconds until the pod surely holds the files (0: reconfigure now)."""
     return max(0.0, window - (now - clock.since))

@@ -1,0 +1,129 @@
+"""One slurmrestd client and one scontrol client per SlurmCluster, kept across reconciles.
+
+A client is made again only when what it was made from changed (the URL, the
+JWT key, the controller's address) or after `MAX_AGE_SECONDS`, so that a
+slurmrestd upgraded in place is asked its data_parser versions again; a
+reconcile and a bridge round reuse its HTTP connections and what it learnt
+from `/openapi/v3`. Clients are closed when their SlurmCluster goes and when
+the operator stops.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.names import deployment_context, names_of
+from slurmkube.controllers.settings import Settings
+from slurmkube.kube.client import Kube
+from slurmkube.render.config import TOPOLOGY_PLUGINS
+from slurmkube.slurm.cli import CliClient
+from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
+from slurmkube.slurm.rest import RestClient
+
+MAX_AGE_SECONDS = 600.0
+Key = tuple[str, str]
+
+
+def jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | None:
+    names = names_of(cluster)
+    secret = cluster.spec.auth.jwt_key_secret or names.auth
+    return kube.secret_value(names.namespace, secret, "jwt.key")
+
+
+@dataclass
+class _Kept:
+    made_from: tuple[object, ...]
+    made_at: float
+    rest: RestClient | None = None
+    scontrol: CliClient | None = None
+
+
+class SlurmClients:
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._rest: dict[Key, _Kept] = {}
+        self._scontrol: dict[Key, _Kept] = {}
+
+    def rest(self, kube: Kube, cluster: SlurmCluster) -> RestClient | None:
+        """slurmrestd of this cluster, with JWTs minted from its key, reservation
+        writes through its scontrol; None while slurmrestd is off or has no key."""
+        key = jwt_key(kube, cluster)
+        if not key or not cluster.spec.rest_api.replicas:
+            return None
+        url = self._settings.endpoints.restapi_url(kube, cluster)
+        if url is None:
+            return None
+        writer = self.scontrol(kube, cluster)
+        kept = self._kept(self._rest, cluster, (url, key, id(writer)))
+        if kept.rest is None:
+            kept.rest = RestClient(
+                url, jwt_key=key, user="slurm", timeout=5.0, attempts=2, reservations=writer
+            )
+        return kept.rest
+
+    def scontrol(self, kube: Kube, cluster: SlurmCluster) -> CliClient | None:
+        """scontrol authenticated by a JWT (`slurmkube.slurm.jwt_cli`): the reservation
+        writes and the topology/config reads that 24.11's slurmrestd cannot do."""
+        key = jwt_key(kube, cluster)
+        if not key:
+            return None
+        address = self._settings.endpoints.controller_address(kube, cluster)
+        if not address:
+            return None
+        names = names_of(cluster)
+        plugin = TOPOLOGY_PLUGINS[cluster.spec.topology.plugin]
+        kept = self._kept(self._scontrol, cluster, (address, key, plugin))
+        if kept.scontrol is None:
+            prefix = self._settings.slurm_prefix
+            config = client_config(
+                cluster.slurm_cluster_name,
+                names.controller_pod,
+                address,
+                wk.SLURMCTLD_PORT,
+                plugin,
+            )
+            kept.scontrol = jwt_cli_client(
+                config=config,
+                config_dir=Path(tempfile.gettempdir())
+                / "slurmkube"
+                / f"{names.namespace}-{cluster.metadata.name}",
+                jwt_key=key,
+                user=deployment_context(cluster).slurm_user,
+                bin_dir=Path(prefix) / "bin" if prefix else None,
+            )
+        return kept.scontrol
+
+    def _kept(
+        self, store: dict[Key, _Kept], cluster: SlurmCluster, made_from: tuple[object, ...]
+    ) -> _Kept:
+        names = names_of(cluster)
+        key = (names.namespace, names.cluster)
+        now = self._clock()
+        with self._lock:
+            kept = store.get(key)
+            if kept is None or kept.made_from != made_from or now - kept.made_at >= MAX_AGE_SECONDS:
+                if kept is not None and kept.rest is not None:
+                    kept.rest.close()
+                kept = store[key] = _Kept(made_from, now)
+            return kept
+
+    def close(self, namespace: str, name: str) -> None:
+        """The SlurmCluster is gone: its clients go with it."""
+        with self._lock:
+            kept = self._rest.pop((namespace, name), None)
+            self._scontrol.pop((namespace, name), None)
+        if kept is not None and kept.rest is not None:
+            kept.rest.close()
+
+    def close_all(self) -> None:
+        for namespace, name in list(self._rest):
+            self.close(namespace, name)

@@ -1,0 +1,110 @@
+"""The operator's settings and test seams, read from the environment once.
+
+The entry point (`slurmkube operator`) builds `Settings` and hands them to the
+controllers; no production function reads the environment itself. Two seams
+exist for the local test bed, where the operator runs outside the pod network:
+`endpoints` (how slurmctld and slurmrestd are reached: Service DNS names in a
+cluster, pod IPs or a fixed URL on the test bed) and `failpoint`
+(`controllers/failpoints.py`).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.names import names_of
+from slurmkube.kube.client import Kube
+
+
+class Endpoints(Protocol):
+    """Where the operator reaches one cluster's daemons; None: not reachable yet."""
+
+    def restapi_url(self, kube: Kube, cluster: SlurmCluster) -> str | None: ...
+
+    def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class ServiceEndpoints:
+    """In a cluster: the slurmrestd Service and the slurmctld pod's DNS name."""
+
+    def restapi_url(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        names = names_of(cluster)
+        return f"http://{names.restapi}.{names.namespace}.svc:{wk.SLURMRESTD_PORT}"
+
+    def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        return names_of(cluster).controller_fqdn
+
+
+@dataclass(frozen=True)
+class PodIpEndpoints:
+    """An operator outside the pod network's DNS (the local test bed): pod IPs."""
+
+    def restapi_url(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        names = names_of(cluster)
+        selector = f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NAME}=slurmrestd"
+        for pod in kube.list("v1", "Pod", names.namespace, selector):
+            ip = (pod.get("status") or {}).get("podIP")
+            if ip:
+                return f"http://{ip}:{wk.SLURMRESTD_PORT}"
+        return ServiceEndpoints().restapi_url(kube, cluster)
+
+    def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        names = names_of(cluster)
+        pod = kube.get("v1", "Pod", names.controller_pod, names.namespace)
+        return ((pod or {}).get("status") or {}).get("podIP") or None
+
+
+@dataclass(frozen=True)
+class FixedRestApi:
+    """One slurmrestd URL for every cluster (a bench's tunnel), the rest as `base`."""
+
+    url: str
+    base: Endpoints
+
+    def restapi_url(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        return self.url
+
+    def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        return self.base.controller_address(kube, cluster)
+
+
+@dataclass(frozen=True)
+class Settings:
+    # The Lease lives in the operator's namespace; its holder is this replica.
+    namespace: str = "default"
+    identity: str = field(default_factory=socket.gethostname)
+    # How long the config reloader may take before the operator reconfigures itself.
+    propagation_seconds: float = 90.0
+    # How often an autoscaled cluster's Slurm node states are read.
+    autoscale_poll_seconds: float = 2.0
+    # Where the operator's scontrol lives (PATH when None).
+    slurm_prefix: str | None = None
+    endpoints: Endpoints = field(default_factory=ServiceEndpoints)
+    # `<step>[:<n>]`: exit after the n-th time that step completed (test only).
+    failpoint: str = ""
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str], pid: int = 0) -> Settings:
+        endpoints: Endpoints = (
+            PodIpEndpoints() if env.get("SLURMKUBE_POD_IP_ENDPOINTS") else ServiceEndpoints()
+        )
+        if env.get("SLURMKUBE_SLURMRESTD_URL"):
+            endpoints = FixedRestApi(env["SLURMKUBE_SLURMRESTD_URL"], endpoints)
+        # In a pod the hostname is the pod name, so a restarted container takes its
+        # own lease back at once; elsewhere SLURMKUBE_OPERATOR_IDENTITY can say the same.
+        identity = env.get("SLURMKUBE_OPERATOR_IDENTITY") or f"{socket.gethostname()}-{pid}"
+        return cls(
+            namespace=env.get("SLURMKUBE_OPERATOR_NAMESPACE", "default"),
+            identity=identity,
+            propagation_seconds=float(env.get("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "90")),
+            autoscale_poll_seconds=float(env.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS", "2")),
+            slurm_prefix=env.get("SLURMKUBE_SLURM_PREFIX") or None,
+            endpoints=endpoints,
+            failpoint=env.get("SLURMKUBE_FAILPOINT", ""),
+        )

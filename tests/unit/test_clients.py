@@ -1,0 +1,90 @@
+"""One slurmrestd and scontrol client per cluster, kept across reconciles."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from slurmkube.controllers.clients import MAX_AGE_SECONDS, SlurmClients
+from slurmkube.controllers.settings import FixedRestApi, ServiceEndpoints, Settings
+from slurmkube.kube.client import Kube
+from slurmkube_local.builders import bundle
+
+
+class Secrets:
+    """The one read the clients make of Kubernetes: a key of a Secret."""
+
+    def __init__(self) -> None:
+        self.jwt = b"k" * 32
+
+    def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
+        return self.jwt
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _clients(clock: Clock) -> SlurmClients:
+    endpoints = FixedRestApi("http://slurmrestd.test:6820", ServiceEndpoints())
+    return SlurmClients(Settings(endpoints=endpoints), clock=clock)
+
+
+def test_a_cluster_keeps_its_client_and_what_it_learnt_for_a_while() -> None:
+    clock, kube = Clock(), cast(Kube, Secrets())
+    clients, cluster = _clients(clock), bundle().cluster
+    first = clients.rest(kube, cluster)
+    assert first is not None
+    first._data_parser = "v0.0.41"  # as if learnt from /openapi/v3
+    clock.now += MAX_AGE_SECONDS - 1
+    assert clients.rest(kube, cluster) is first
+    clock.now += 2  # slurmrestd may have been upgraded: ask again
+    again = clients.rest(kube, cluster)
+    assert again is not first and again is not None
+    assert again._data_parser is None
+
+
+def test_a_new_key_makes_a_new_client() -> None:
+    clock, secrets = Clock(), Secrets()
+    kube = cast(Kube, secrets)
+    clients, cluster = _clients(clock), bundle().cluster
+    first = clients.rest(kube, cluster)
+    secrets.jwt = b"n" * 32
+    assert clients.rest(kube, cluster) is not first
+
+
+def test_a_deleted_cluster_closes_its_client() -> None:
+    clock, kube = Clock(), cast(Kube, Secrets())
+    clients, cluster = _clients(clock), bundle().cluster
+    first = clients.rest(kube, cluster)
+    assert first is not None
+    clients.close(cluster.metadata.namespace or "default", cluster.metadata.name)
+    http: Any = first._http
+    assert http.is_closed
+    assert clients.rest(kube, cluster) is not first
+
+
+def test_without_a_key_there_is_no_client() -> None:
+    secrets = Secrets()
+    secrets.jwt = b""
+    assert _clients(Clock()).rest(cast(Kube, secrets), bundle().cluster) is None
+
+
+def test_settings_come_from_the_environment_once() -> None:
+    settings = Settings.from_environment(
+        {
+            "SLURMKUBE_POD_IP_ENDPOINTS": "1",
+            "SLURMKUBE_SLURMRESTD_URL": "http://127.0.0.1:1",
+            "SLURMKUBE_CONFIG_PROPAGATION_SECONDS": "12",
+            "SLURMKUBE_FAILPOINT": "lease-labelled:2",
+            "SLURMKUBE_OPERATOR_IDENTITY": "op-0",
+        }
+    )
+    assert settings.propagation_seconds == 12.0
+    assert settings.failpoint == "lease-labelled:2"
+    assert settings.identity == "op-0"
+    assert isinstance(settings.endpoints, FixedRestApi)
+    assert settings.endpoints.url == "http://127.0.0.1:1"
