@@ -9,8 +9,9 @@ sequence, and an operator started with
     SLURMKUBE_FAILPOINT=<step>[:<n>]
 
 (the entry point arms it with `arm`, from `Settings.failpoint`) exits at
-once (`os._exit`: no cleanup handler, no flush, as after SIGKILL) right after the n-th time (default the first) it completes that step, with
-exit code `EXIT_CODE` so a test can tell the fail point from a crash.
+once (`os._exit`: no cleanup handler, no flush, as after SIGKILL) right
+after the n-th time (default the first) it completes that step, with exit
+code `EXIT_CODE` so a test can tell the fail point from a crash.
 `e2e/tests/test_kueue_bridge.py` loops over `STEPS`, so a step added here is
 tested without touching the test.
 
