@@ -34,6 +34,12 @@ ANNOTATION_BLOCK_POLICY: Final = f"{GROUP}/block-policy"
 # someone else (an admin) and are never cleared by the operator.
 DRAIN_REASON_PREFIX: Final = "slurmkube:"
 
+
+def is_ours(reason: str) -> bool:
+    """A Slurm node reason slurmkube wrote (the one test of "drained by us")."""
+    return reason.startswith(DRAIN_REASON_PREFIX)
+
+
 DEFAULT_SLURM_IMAGE: Final = "slurmkube/slurm:24.11.5"
 
 # Labels on every object slurmkube creates (Kubernetes recommended labels).

@@ -7,10 +7,8 @@ import datetime as dt
 import logging
 import secrets
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
@@ -18,16 +16,14 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.build.auth import auth_secret
 from slurmkube.build.names import names_of
-from slurmkube.build.slurmd import slurmd_selector
 from slurmkube.controllers.failpoints import Step, reached
-from slurmkube.controllers.observe import API, Snapshot
-from slurmkube.controllers.scaling import apply_scaling, record_pending, scaling_status
+from slurmkube.controllers.observe import Snapshot
+from slurmkube.controllers.scaling import apply_scaling
 from slurmkube.kube.client import Kube
 from slurmkube.plan.cluster import (
     Condition,
     Configured,
     Plan,
-    SlurmNodeView,
     topology_applied,
     undrain_candidates,
 )
@@ -39,7 +35,6 @@ from slurmkube.plan.reconfigure import (
     seconds_left,
     topology_shown,
 )
-from slurmkube.plan.status import gpu_counts, node_counts, pod_condition_updates
 from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
@@ -291,147 +286,3 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery)
         f"{config.window:.0f}s after the ConfigMap changed",
     )
     return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
-
-
-def _conditions(
-    previous: list[dict[str, Any]], conditions: list[Condition], generation: int | None
-) -> list[dict[str, Any]]:
-    """metav1.Conditions; lastTransitionTime moves only when the status flips."""
-    old = {c["type"]: c for c in previous}
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    out = []
-    for c in conditions:
-        status = "True" if c.status else "False"
-        before = old.get(c.type) or {}
-        changed = before.get("status") != status
-        out.append(
-            {
-                "type": c.type,
-                "status": status,
-                "reason": c.reason,
-                "message": c.message[:1024],
-                "lastTransitionTime": now if changed else before.get("lastTransitionTime") or now,
-                "observedGeneration": generation,
-            }
-        )
-    return out
-
-
-def _responding(view: SlurmNodeView | None) -> bool:
-    return view is not None and view.responding
-
-
-def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condition]) -> None:
-    cluster_obj = snap.cluster_obj
-    meta = cluster_obj["metadata"]
-    slurm_nodes = snap.observed.slurm_nodes or {}
-    all_members = {n for nodes in plan.desired.values() for n in nodes}
-    # Ready means Slurm can use every node it should have: each desired node answers.
-    missing = sorted(n for n in all_members if not _responding(slurm_nodes.get(n)))
-    conditions = [
-        *conditions,
-        Condition(
-            "NodesRegistered",
-            not missing,
-            "AllRegistered" if not missing else "Waiting",
-            f"{len(all_members) - len(missing)}/{len(all_members)} slurmd registered"
-            + (f"; waiting for {', '.join(missing[:10])}" if missing else ""),
-        ),
-    ]
-    ready = all(
-        c.status
-        for c in conditions
-        if c.type in ("ConfigApplied", "SlurmReachable", "NodesRegistered")
-    )
-    # Kueue is optional: its absence is reported, not a degradation.
-    degraded = [c for c in conditions if not c.status and c.reason != "KueueNotInstalled"]
-    ready_condition = Condition(
-        "Ready",
-        ready,
-        "Ready" if ready else "NotReady",
-        "; ".join(f"{c.type}: {c.message}" for c in degraded) or "all good",
-    )
-    conditions = [
-        *conditions,
-        ready_condition,
-        Condition(
-            "Degraded",
-            bool(degraded),
-            "Degraded" if degraded else "Healthy",
-            ", ".join(c.type for c in degraded),
-        ),
-    ]
-    every_member = [n for nodes in plan.members.values() for n in nodes]
-    status = {
-        "observedGeneration": meta.get("generation"),
-        "conditions": _conditions(
-            (cluster_obj.get("status") or {}).get("conditions") or [],
-            conditions,
-            meta.get("generation"),
-        ),
-        "nodes": node_counts(slurm_nodes, all_members, every_member),
-        "gpus": gpu_counts(slurm_nodes, all_members),
-    }
-    pending = record_pending(snap)
-    if pending is not None:
-        status["pendingGpus"] = pending
-    if plan.rendered is not None and any(
-        c.type == "ConfigApplied" and c.status for c in conditions
-    ):
-        status["configHash"] = plan.rendered.hash
-    # The NodeSets first: whoever sees the cluster's status of this reconcile (its
-    # observedGeneration, its conditions) then finds each NodeSet's status written too.
-    _write_node_set_status(kube, snap, plan)
-    kube.patch_status(API, "SlurmCluster", meta["name"], meta["namespace"], status)
-    metrics.SLURM_REACHABLE.labels(meta["namespace"], meta["name"]).set(
-        snap.observed.slurm_nodes is not None
-    )
-    was_ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (cluster_obj.get("status") or {}).get("conditions") or []
-    )
-    if ready != was_ready:
-        kube.event(cluster_obj, ready_condition.reason, ready_condition.message, warning=not ready)
-    if snap.observed.slurm_nodes is not None:
-        _mirror_pod_conditions(kube, meta["namespace"], snap)
-
-
-def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:
-    namespace = snap.cluster_obj["metadata"]["namespace"]
-    slurm_nodes = snap.observed.slurm_nodes or {}
-    pods_by_set = Counter(p.node_set for p in snap.observed.pods if not p.deleting)
-    ready_by_set = Counter(p.node_set for p in snap.observed.pods if p.ready)
-    for name, obj in snap.node_set_objs.items():
-        created = sum(
-            1 for p in plan.create_pods if p["metadata"]["labels"][wk.LABEL_NODESET] == name
-        )
-        up = set(plan.desired.get(name, ()))
-        counts = node_counts(slurm_nodes, up, plan.members.get(name, ()))
-        gpus = gpu_counts(slurm_nodes, up)
-        cluster = snap.cluster_obj["metadata"]["name"]
-        for state, count in counts.items():
-            if state != "total":
-                metrics.SLURM_NODES.labels(namespace, cluster, name, state).set(count)
-        for kind, count in gpus.items():
-            metrics.GPUS.labels(namespace, cluster, name, kind).set(count)
-        status = {
-            "observedGeneration": obj["metadata"].get("generation"),
-            "replicas": pods_by_set[name] + created,
-            "readyReplicas": ready_by_set[name],
-            "selector": slurmd_selector(snap.observed.bundle.cluster, name),
-            "nodes": counts,
-            "gpus": gpus,
-        }
-        autoscaling = scaling_status(kube, snap, plan, name)
-        if autoscaling is not None:
-            status["autoscaling"] = autoscaling
-        kube.patch_status(API, "NodeSet", name, namespace, status)
-
-
-def _mirror_pod_conditions(kube: Kube, namespace: str, snap: Snapshot) -> None:
-    """Each slurmd pod shows its node's Slurm state (a strategic merge keyed by type,
-    so the kubelet's own conditions stay as they are)."""
-    assert snap.observed.slurm_nodes is not None
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for update in pod_condition_updates(snap.observed.pods, snap.observed.slurm_nodes):
-        kube.patch_pod_conditions(namespace, update.pod, [update.as_manifest(now)])

@@ -29,7 +29,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import TopologySpec
-from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config, write_status
+from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.observe import (
     NodeEntry,
@@ -40,6 +40,7 @@ from slurmkube.controllers.observe import (
 )
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.controllers.settings import Settings
+from slurmkube.controllers.status import write_status
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.cluster import Configured, configure, plan_cluster

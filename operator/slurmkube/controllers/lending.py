@@ -57,6 +57,7 @@ from slurmkube.lending import (
     workload_view,
 )
 from slurmkube.lending.model import WorkloadView
+from slurmkube.plan.conditions import timestamp, transition_time
 from slurmkube.slurm.errors import SlurmError, SlurmNotFound
 from slurmkube.slurm.models import ReservationFlag, ReservationRequest
 from slurmkube.slurm.rest import RestClient
@@ -391,11 +392,9 @@ def _observe_nodes(
                     has_slurmd_pod=meta["name"] in with_pod,
                     known=s is not None,
                     busy=bool(s and s.busy),
-                    responding=bool(
-                        s and not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & s.state)
-                    ),
+                    responding=bool(s and s.responding),
                     drain=bool(s and s.drain),
-                    drained_by_us=bool(s and s.reason.startswith(wk.DRAIN_REASON_PREFIX)),
+                    drained_by_us=bool(s and s.drained_by_us),
                 ),
                 lease=labels.get(wk.LABEL_LEASE, ""),
                 has_slurmd_pod=meta["name"] in with_pod,
@@ -559,7 +558,7 @@ def _requeue_jobs(kube: Kube, cluster: _Cluster, lend: Lend, raw: Manifest | Non
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamp(dt.datetime.now(dt.UTC))
 
 
 def _write_check(kube: Kube, raw: Manifest | None, update: CheckUpdate) -> bool:
@@ -579,9 +578,15 @@ def _write_check(kube: Kube, raw: Manifest | None, update: CheckUpdate) -> bool:
         "name": update.check,
         "state": update.state.value,
         "message": update.message[:32768],
-        "lastTransitionTime": _now()
-        if current.get("state") != update.state.value
-        else current.get("lastTransitionTime") or _now(),
+        # Kueue's entries carry a state, not a status: the same rule on it.
+        "lastTransitionTime": transition_time(
+            {
+                "status": current.get("state"),
+                "lastTransitionTime": current.get("lastTransitionTime"),
+            },
+            update.state.value,
+            _now(),
+        ),
     }
     if pod_set_updates:
         entry["podSetUpdates"] = pod_set_updates
@@ -630,9 +635,7 @@ def _write_active(kube: Kube, ac: Manifest, ok: bool, reason: str, message: str)
                         "status": status,
                         "reason": reason,
                         "message": message[:32768],
-                        "lastTransitionTime": _now()
-                        if current.get("status") != status
-                        else current.get("lastTransitionTime") or _now(),
+                        "lastTransitionTime": transition_time(current, status, _now()),
                         "observedGeneration": ac["metadata"].get("generation"),
                     }
                 ]

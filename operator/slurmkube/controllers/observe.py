@@ -81,14 +81,12 @@ FLEET = FleetCache({})
 
 
 def slurm_view(node: Node) -> SlurmNodeView:
-    # A CLOUD node whose slurmd never registered is POWERED_DOWN ("idle~").
-    responding = not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & node.state)
     return SlurmNodeView(
         name=node.name,
         busy=node.busy,
         drain=node.drain,
         reason=node.reason,
-        responding=responding,
+        responding=node.responding,
         state=_state_class(node),
         gpus=node.gpus,
         gpus_allocated=node.gpus_allocated,

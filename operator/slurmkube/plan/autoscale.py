@@ -192,7 +192,7 @@ def _limit_reason(spec: AutoscalingSpec) -> str:
 
 def _foreign_drain(node: PowerNode) -> bool:
     """Drained by someone else (an admin): theirs to undo, never ours to hold or release."""
-    return node.drain and not node.reason.startswith(wk.DRAIN_REASON_PREFIX)
+    return node.drain and not wk.is_ours(node.reason)
 
 
 def _excess(kept: Sequence[str], slurm_nodes: Mapping[str, PowerNode], limit: int) -> list[str]:

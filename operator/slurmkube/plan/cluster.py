@@ -62,7 +62,7 @@ class SlurmNodeView:
 
     @property
     def drained_by_us(self) -> bool:
-        return self.drain and self.reason.startswith(wk.DRAIN_REASON_PREFIX)
+        return self.drain and wk.is_ours(self.reason)
 
 
 @dataclass(frozen=True, slots=True)

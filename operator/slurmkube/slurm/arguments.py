@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from slurmkube.api import grammar
+from slurmkube.api import well_known as wk
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.well_known import DRAIN_REASON_PREFIX
 from slurmkube.slurm.models import (
@@ -71,8 +72,7 @@ def drain_reason(value: str) -> str:
     return reason(f"{DRAIN_REASON_PREFIX} {value}" if not is_ours(value) else value, "reason")
 
 
-def is_ours(node_reason: str) -> bool:
-    return node_reason.startswith(DRAIN_REASON_PREFIX)
+is_ours = wk.is_ours
 
 
 # Reservation names become Slurm object names and scontrol values; slurmkube

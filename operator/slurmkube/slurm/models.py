@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from slurmkube.api.well_known import is_ours
+
 __all__ = [
     "ControllerPing",
     "Job",
@@ -64,6 +66,16 @@ class Node:
     def busy(self) -> bool:
         """A job runs or is being cleaned up there (ALLOCATED, MIXED or COMPLETING)."""
         return bool(self.state & {"ALLOCATED", "MIXED", "COMPLETING"})
+
+    @property
+    def responding(self) -> bool:
+        """slurmd answers: not DOWN, NOT_RESPONDING, or a CLOUD node never registered
+        (POWERED_DOWN, sinfo's "idle~")."""
+        return not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & self.state)
+
+    @property
+    def drained_by_us(self) -> bool:
+        return self.drain and is_ours(self.reason)
 
     @property
     def drained(self) -> bool:
