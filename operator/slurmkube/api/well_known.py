@@ -35,6 +35,11 @@ ANNOTATION_BLOCK_POLICY: Final = f"{GROUP}/block-policy"
 DRAIN_REASON_PREFIX: Final = "slurmkube:"
 
 
+def namespace_or_default(namespace: str | None) -> str:
+    """An object's namespace; the API server's default where a manifest leaves it out."""
+    return namespace or "default"
+
+
 def is_ours(reason: str) -> bool:
     """A Slurm node reason slurmkube wrote (the one test of "drained by us")."""
     return reason.startswith(DRAIN_REASON_PREFIX)

@@ -100,7 +100,7 @@ class ClusterNames:
 
 
 def names_of(cluster: SlurmCluster) -> ClusterNames:
-    return ClusterNames(cluster.metadata.name, cluster.metadata.namespace or "default")
+    return ClusterNames(cluster.metadata.name, wk.namespace_or_default(cluster.metadata.namespace))
 
 
 def deployment_context(cluster: SlurmCluster) -> RenderContext:

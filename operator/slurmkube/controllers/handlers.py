@@ -195,7 +195,7 @@ def cluster_event(
     type: str | None, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any
 ) -> None:
     _take_index(kwargs)
-    key = (namespace or "default", name)
+    key = (wk.namespace_or_default(namespace), name)
     if type == "DELETED":
         _forget(key)
         return
@@ -217,7 +217,9 @@ def _forget(key: Key) -> None:
 def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
     """Namespaced objects go by owner references; the cluster-scoped Kueue ones by label."""
     kube = _kube()
-    selector = f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={namespace or 'default'}"
+    selector = (
+        f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={wk.namespace_or_default(namespace)}"
+    )
     for kind in ("Topology", "ResourceFlavor"):
         try:
             objects = kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)
@@ -231,7 +233,7 @@ def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
 def node_set_event(namespace: str | None, spec: kopf.Spec, **kwargs: Any) -> None:
     _take_index(kwargs)
     if spec.get("clusterRef"):
-        _mark((namespace or "default", str(spec["clusterRef"])), "nodeset")
+        _mark((wk.namespace_or_default(namespace), str(spec["clusterRef"])), "nodeset")
 
 
 @kopf.on.delete(GROUP, VERSION, "nodesets")
@@ -243,7 +245,7 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     slurmctld with it) nothing could drain them, so the NodeSet goes at once
     and garbage collection takes its pods.
     """
-    namespace = namespace or "default"
+    namespace = wk.namespace_or_default(namespace)
     cluster = str(spec.get("clusterRef", ""))
     cluster_obj = _kube().get(wk.API_VERSION, "SlurmCluster", cluster, namespace)
     if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):

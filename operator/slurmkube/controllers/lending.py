@@ -231,7 +231,9 @@ def _clusters_with_leases(kube: Kube, live: frozenset[str]) -> set[tuple[str, st
         if any(
             node_set.spec.node_selector.matches(n["metadata"].get("labels") or {}) for n in leased
         ):
-            found.add((node_set.metadata.namespace or "default", node_set.spec.cluster_ref))
+            found.add(
+                (wk.namespace_or_default(node_set.metadata.namespace), node_set.spec.cluster_ref)
+            )
     return found
 
 
@@ -331,7 +333,7 @@ def _reconcile_cluster(
 def _observe_nodes(
     kube: Kube, cluster: SlurmCluster, rest: RestClient | None, with_jobs: bool
 ) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
-    namespace = cluster.metadata.namespace or "default"
+    namespace = wk.namespace_or_default(cluster.metadata.namespace)
     node_sets = [
         from_object(NodeSet, raw)
         for raw in kube.list(wk.API_VERSION, "NodeSet", namespace)

@@ -195,7 +195,8 @@ class Kube:
         now = dt.datetime.now(dt.UTC)
         body = k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(
-                generate_name=f"{meta['name']}.", namespace=meta.get("namespace") or "default"
+                generate_name=f"{meta['name']}.",
+                namespace=wk.namespace_or_default(meta.get("namespace")),
             ),
             involved_object=k8s.V1ObjectReference(
                 api_version=involved.get("apiVersion"),
@@ -213,7 +214,7 @@ class Kube:
             count=1,
         )
         with contextlib.suppress(k8s.ApiException):
-            self.core.create_namespaced_event(meta.get("namespace") or "default", body)
+            self.core.create_namespaced_event(wk.namespace_or_default(meta.get("namespace")), body)
 
 
 def owner_reference(owner: Manifest) -> Manifest:

@@ -38,7 +38,7 @@ def workload_view(raw: Mapping[str, Any], check: str) -> WorkloadView:
     except ValueError:
         state = CheckState.PENDING
     return WorkloadView(
-        namespace=meta.get("namespace") or "default",
+        namespace=wk.namespace_or_default(meta.get("namespace")),
         name=meta["name"],
         uid=meta["uid"],
         check=check,

@@ -327,7 +327,7 @@ def _plan_scaling(
 def kueue_name(bundle: ClusterBundle) -> str:
     """Cluster-scoped names carry the namespace: two namespaces may hold a `gpu` cluster."""
     cluster = bundle.cluster
-    return f"{cluster.metadata.namespace or 'default'}-{cluster.metadata.name}"
+    return f"{wk.namespace_or_default(cluster.metadata.namespace)}-{cluster.metadata.name}"
 
 
 def _kueue_objects(bundle: ClusterBundle) -> tuple[Manifest, ...]:
@@ -335,7 +335,7 @@ def _kueue_objects(bundle: ClusterBundle) -> tuple[Manifest, ...]:
     topology = kueue_topology(name, bundle.cluster.spec.topology)
     topology["metadata"]["labels"] |= {
         wk.LABEL_CLUSTER: bundle.cluster.metadata.name,
-        "slurmkube.io/namespace": bundle.cluster.metadata.namespace or "default",
+        "slurmkube.io/namespace": wk.namespace_or_default(bundle.cluster.metadata.namespace),
     }
     return (topology, *resource_flavors(bundle, name, prefix=name))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.models import TopologySpec
 
@@ -52,7 +53,9 @@ def resource_flavors(
                 "app.kubernetes.io/managed-by": "slurmkube",
                 "slurmkube.io/cluster": bundle.cluster.metadata.name,
                 "slurmkube.io/nodeset": ns.metadata.name,
-                "slurmkube.io/namespace": bundle.cluster.metadata.namespace or "default",
+                "slurmkube.io/namespace": wk.namespace_or_default(
+                    bundle.cluster.metadata.namespace
+                ),
             },
         }
         if selector.match_expressions:
