@@ -1,7 +1,7 @@
 """kopf wiring of the Kueue bridge: observe -> `plan_lending` -> apply, per SlurmCluster.
 
 Any event on a Workload, an AdmissionCheck, a SlurmReservationCheck, a slurmd
-pod or a Node change (not a heartbeat) wakes a loop that reconciles at once
+pod or a Node change (not a heartbeat) asks the bridge's work queue for a round
 (after `COALESCE_SECONDS` to gather a burst), and every `RESYNC_SECONDS` anyway
 (leak collection, busyNodes grace and timeouts). A reconcile that added or removed
 lease labels has the SlurmCluster reconciled at once too (`handlers.reconcile_now`). One
@@ -18,7 +18,6 @@ server-side apply under our own field manager so Kueue's fields stay Kueue's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from slurmkube.controllers.lending_observe import (
     observe_nodes,
     workloads_of,
 )
+from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
     LendingWorld,
@@ -61,32 +61,49 @@ COALESCE_SECONDS = 0.05
 
 @dataclass
 class _Bridge:
-    # Set by any event the plan may depend on; the loop reconciles as soon as it
-    # is set (an asyncio.Event, not a flag polled every half second: each poll
-    # interval was paid twice on the way to Ready, before the reservation and
-    # after the slurmd pod left).
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    last: float = 0.0
-    task: asyncio.Task[None] | None = None
     # Where Workloads and NodeSets are read: the operator's watched namespace
     # (its RBAC is a Role there), or None with --all-namespaces.
     namespace: str | None = None
-    # Per Node: node_fingerprint of its last event, so heartbeats do not wake the loop.
+    # Per Node: node_fingerprint of its last event, so heartbeats do not wake the bridge.
     nodes: dict[str, int] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
 
 
 BRIDGE = _Bridge()
+# The bridge's rounds, one key: an event asks for a round COALESCE_SECONDS from
+# now (not a flag polled every half second: each poll interval was paid twice on
+# the way to Ready, before the reservation and after the slurmd pod left); a
+# round asks for the next after RESYNC_SECONDS (leaks, WaitForIdle timeouts).
+ROUND = "round"
+
+
+async def _round(_: str) -> Result:
+    kube = handlers.State.kube
+    if kube is None:
+        return Result(requeue_after=COALESCE_SECONDS)
+    started = time.monotonic()
+    relabelled = await asyncio.to_thread(reconcile_bridge, kube)
+    log.info("bridge reconciled seconds=%.3f", time.monotonic() - started)
+    for key in relabelled:
+        # A lease label added or removed changes which nodes the cluster wants
+        # slurmd on: reconcile it now rather than debounced, so the slurmd pod
+        # leaves (or comes back) without that wait.
+        await handlers.reconcile_now(key)
+    return Result(requeue_after=RESYNC_SECONDS)
+
+
+ROUNDS: WorkQueue[str] = WorkQueue(_round, name="kueue-bridge")
 
 
 async def _mark(**_: Any) -> None:
-    BRIDGE.wake.set()
+    ROUNDS.add(ROUND, COALESCE_SECONDS)
 
 
 async def _node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
     if node_changed(BRIDGE.nodes, type, body, handlers.label_keys()):
-        BRIDGE.wake.set()
+        ROUNDS.add(ROUND, COALESCE_SECONDS)
 
 
 kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")(_mark)
@@ -99,48 +116,14 @@ kopf.on.event("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"}, id="lending-po
 
 @kopf.on.startup()
 async def start_bridge(**_: Any) -> None:
-    BRIDGE.wake.set()  # the first reconcile finds what happened while the operator was away
-    BRIDGE.task = asyncio.get_running_loop().create_task(_loop())
+    ROUNDS.add(ROUND)  # the first round finds what happened while the operator was away
+    BRIDGE.task = asyncio.get_running_loop().create_task(ROUNDS.run(handlers.leading))
 
 
 @kopf.on.cleanup()
 async def stop_bridge(**_: Any) -> None:
     if BRIDGE.task is not None:
         BRIDGE.task.cancel()
-
-
-async def _loop() -> None:
-    while True:
-        with contextlib.suppress(TimeoutError):
-            # Woken by an event, or every RESYNC_SECONDS anyway (leaks, WaitForIdle timeouts).
-            await asyncio.wait_for(BRIDGE.wake.wait(), RESYNC_SECONDS)
-        if handlers.State.kube is None or not handlers.leading():
-            await asyncio.sleep(0.5)  # still woken: reconciled once this replica leads
-            continue
-        await asyncio.sleep(COALESCE_SECONDS)
-        BRIDGE.wake.clear()
-        BRIDGE.last = time.monotonic()
-        try:
-            relabelled = await asyncio.to_thread(reconcile_bridge, handlers.State.kube)
-        except Exception:
-            log.exception("bridge reconcile failed")
-            await asyncio.sleep(0.5)
-            BRIDGE.wake.set()
-            continue
-        log.info("bridge reconciled seconds=%.3f", time.monotonic() - BRIDGE.last)
-        for key in relabelled:
-            # A lease label added or removed changes which nodes the cluster wants
-            # slurmd on: reconcile it now rather than at its next 1 s tick, so the
-            # slurmd pod leaves (or comes back) without that wait. Not awaited: a
-            # long cluster reconcile must not hold up the bridge.
-            asyncio.get_running_loop().create_task(_reconcile_cluster_now(key))
-
-
-async def _reconcile_cluster_now(key: tuple[str, str]) -> None:
-    try:
-        await handlers.reconcile_now(key)
-    except Exception:
-        log.exception("cluster reconcile after a lease change failed cluster=%s/%s", *key)
 
 
 def reconcile_bridge(kube: Kube) -> set[tuple[str, str]]:
