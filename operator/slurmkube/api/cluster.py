@@ -1,0 +1,294 @@
+"""The SlurmCluster CRD: the Slurm cluster a user asks for."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from slurmkube.api import grammar
+from slurmkube.api import well_known as wk
+from slurmkube.api.meta import (
+    LabelSelector,
+    ObjectMeta,
+    StrictModel,
+    Toleration,
+)
+
+# --- SlurmCluster ---------------------------------------------------------------------
+
+
+class BackfillSpec(StrictModel):
+    """sched/backfill parameters (slurm.conf(5) SchedulerParameters bf_*).
+
+    Unset fields are derived from the fleet and `expectedQueueDepth` so that a
+    backfill cycle reaches the end of a deep queue while the controller stays
+    responsive (see `slurmkube.render.scheduler`).
+    """
+
+    expected_queue_depth: int = Field(20000, ge=1, le=10_000_000, alias="expectedQueueDepth")
+    max_job_test: int | None = Field(None, ge=1, alias="maxJobTest")
+    window_minutes: int | None = Field(None, ge=1, le=43200, alias="windowMinutes")
+    resolution_seconds: int | None = Field(None, ge=1, le=3600, alias="resolutionSeconds")
+    interval_seconds: int = Field(30, ge=1, le=10800, alias="intervalSeconds")
+    max_time_seconds: int | None = Field(None, ge=1, le=3600, alias="maxTimeSeconds")
+    yield_interval_us: int = Field(300_000, ge=1000, le=10_000_000, alias="yieldIntervalMicros")
+    yield_sleep_us: int = Field(100_000, ge=1000, le=10_000_000, alias="yieldSleepMicros")
+
+
+class PriorityWeights(StrictModel):
+    """priority/multifactor weights (slurm.conf(5) PriorityWeight*)."""
+
+    age: int = Field(1000, ge=0, le=4_294_967_295)
+    fairshare: int = Field(10000, ge=0, le=4_294_967_295)
+    job_size: int = Field(1000, ge=0, le=4_294_967_295, alias="jobSize")
+    partition: int = Field(1000, ge=0, le=4_294_967_295)
+    qos: int = Field(10000, ge=0, le=4_294_967_295)
+
+
+class SchedulerSpec(StrictModel):
+    backfill: BackfillSpec = Field(default_factory=BackfillSpec)
+    priority_weights: PriorityWeights = Field(
+        default_factory=PriorityWeights,
+        alias="priorityWeights",
+    )
+
+
+class PartitionSpec(StrictModel):
+    """One Slurm partition. Its nodes are those of `nodeSets` plus those `nodeSelector` selects
+    among the cluster's NodeSet nodes."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.nodeSets) || has(self.nodeSelector)",
+                    "message": "set nodeSets or nodeSelector (or both)",
+                },
+                {
+                    "rule": "self.name.lowerAscii() != 'default'",
+                    "message": "DEFAULT is a slurm.conf keyword, not a partition name",
+                },
+            ]
+        }
+    )
+
+    name: str = Field(
+        max_length=63, json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["partition"]}
+    )
+    """Slurm PartitionName."""
+    node_sets: list[str] = Field(
+        default_factory=list,
+        alias="nodeSets",
+        max_length=64,
+        json_schema_extra={"items": {"type": "string", "maxLength": 63}},
+    )
+    """NodeSets (of this SlurmCluster) whose nodes are in the partition."""
+    node_selector: LabelSelector | None = Field(None, alias="nodeSelector")
+    """Also include the cluster's NodeSet nodes whose labels match."""
+    default: bool = False
+    """Default=YES: jobs without -p go here. At most one partition."""
+    max_time: str | None = Field(
+        None, alias="maxTime", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["time"]}
+    )
+    """MaxTime, in Slurm's time format (e.g. 2-00:00:00)."""
+    default_time: str | None = Field(
+        None, alias="defaultTime", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["time"]}
+    )
+    """DefaultTime for jobs that give no --time."""
+    max_nodes: int | None = Field(None, ge=1, alias="maxNodes")
+    """MaxNodes per job."""
+    priority_tier: int = Field(1, ge=0, le=65533, alias="priorityTier")
+    """PriorityTier: jobs of higher tiers are considered first."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return grammar.partition_name(v, "")
+
+    @field_validator("max_time", "default_time")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        return None if v is None else grammar.slurm_time(v, "")
+
+    @model_validator(mode="after")
+    def _has_nodes(self) -> PartitionSpec:
+        if not self.node_sets and self.node_selector is None:
+            raise ValueError("set nodeSets or nodeSelector (or both)")
+        return self
+
+
+class TopologySpec(StrictModel):
+    """Where the fleet topology comes from (node labels) and how Slurm sees it."""
+
+    plugin: Literal["block", "tree", "none"] = "block"
+    nvlink_domain_label: str = Field(wk.LABEL_GPU_CLIQUE, alias="nvlinkDomainLabel")
+    # Ordered from the tier closest to the nodes (leaf) up (spine, core).
+    tier_labels: list[str] = Field(
+        default_factory=lambda: [wk.LABEL_LEAF, wk.LABEL_SPINE], alias="tierLabels"
+    )
+    # Base block size (topology.conf(5) BlockSizes). Unset: the largest NVLink
+    # domain. Smaller than the domain keeps spare nodes out of the base block.
+    block_size: int | None = Field(None, ge=1, le=4096, alias="blockSize")
+    debounce_seconds: float = Field(1.0, ge=0, le=60, alias="debounceSeconds")
+    """How long Node and NodeSet changes must be quiet before the config is rebuilt
+    and applied: a burst of label changes costs one slurmctld reconfigure. A burst
+    that never goes quiet is applied every 5 x this."""
+
+
+class PersistenceSpec(StrictModel):
+    """slurmctld's StateSaveLocation on a PersistentVolumeClaim."""
+
+    enabled: bool = True
+    """false: state on an emptyDir (lost with the pod; for tests and throw-away clusters)."""
+    size: str = Field("10Gi", json_schema_extra={"pattern": r"^[0-9]+(Ki|Mi|Gi|Ti)$"})
+    storage_class_name: str | None = Field(None, alias="storageClassName")
+
+
+class ControllerSpec(StrictModel):
+    persistence: PersistenceSpec = Field(default_factory=PersistenceSpec)
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    """Where slurmctld and slurmrestd pods run (CPU nodes, usually)."""
+    tolerations: list[Toleration] = Field(default_factory=list)
+    backup: bool = False
+    """Run a backup slurmctld (a second SlurmctldHost) sharing the state volume."""
+
+
+class SlurmdSpec(StrictModel):
+    cgroups: bool = True
+    """proctrack/cgroup and task/cgroup (cgroup.conf); false: linuxproc, no task plugin."""
+    config_overrides: bool = Field(False, alias="configOverrides")
+    """SlurmdParameters=config_overrides: trust slurm.conf's CPUs/memory over what slurmd
+    detects. Only for simulated or test nodes; real nodes should report what they have."""
+
+
+class RestApiSpec(StrictModel):
+    replicas: int = Field(1, ge=0, le=16)
+    """slurmrestd replicas; 0 disables the REST API (the operator then uses scontrol)."""
+
+
+class DatabaseRef(StrictModel):
+    host: str
+    port: int = Field(3306, ge=1, le=65535)
+    name: str = Field("slurm_acct_db", json_schema_extra={"pattern": r"^[A-Za-z0-9_]{1,64}$"})
+    secret_name: str = Field(alias="secretName")
+    """Secret with keys `username` and `password` for the external MariaDB."""
+
+
+class AccountingSpec(StrictModel):
+    enabled: bool = False
+    database: DatabaseRef | None = None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.enabled || has(self.database)",
+                    "message": "accounting.enabled needs accounting.database",
+                }
+            ]
+        }
+    )
+
+
+class LoginSpec(StrictModel):
+    replicas: int = Field(0, ge=0, le=64)
+    """Login pods (sackd) for interactive users."""
+
+
+class AuthSpec(StrictModel):
+    """Where the shared keys live. Unset: generated into `<cluster>-auth` once, never logged."""
+
+    slurm_key_secret: str | None = Field(None, alias="slurmKeySecret")
+    jwt_key_secret: str | None = Field(None, alias="jwtKeySecret")
+
+
+class SlurmClusterSpec(StrictModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.partitions) || self.partitions.filter(p, "
+                    "has(p.default) && p.default).size() <= 1",
+                    "message": "at most one partition may be default",
+                },
+            ]
+        }
+    )
+
+    cluster_name: str | None = Field(
+        None, alias="clusterName", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["cluster"]}
+    )
+    """Slurm ClusterName; default: metadata.name."""
+    image: str = wk.DEFAULT_SLURM_IMAGE
+    """The slurm image (slurmctld, slurmd, slurmrestd, sackd entrypoints)."""
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    rest_api: RestApiSpec = Field(default_factory=RestApiSpec, alias="restApi")
+    slurmd: SlurmdSpec = Field(default_factory=SlurmdSpec)
+    accounting: AccountingSpec = Field(default_factory=AccountingSpec)
+    login: LoginSpec = Field(default_factory=LoginSpec)
+    auth: AuthSpec = Field(default_factory=AuthSpec)
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    partitions: list[PartitionSpec] = Field(
+        default_factory=list,
+        max_length=128,
+        # A map-typed list: the API server itself refuses two partitions of one name.
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    topology: TopologySpec = Field(default_factory=TopologySpec)
+    extra_config: list[str] = Field(
+        default_factory=list,
+        alias="extraConfig",
+        max_length=256,
+        json_schema_extra={
+            "items": {
+                "type": "string",
+                "pattern": grammar.SCHEMA_PATTERNS["config_line"],
+                "maxLength": 1065,
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(l, !(l.split('=')[0].lowerAscii() in "
+                    + "["
+                    + ", ".join(f"'{k}'" for k in sorted(grammar.MANAGED_KEYS))
+                    + "]))",
+                    "message": "extraConfig may not set a key slurmkube manages "
+                    "(NodeName, PartitionName, SlurmctldHost, Include, Prolog, ...)",
+                }
+            ],
+        },
+    )
+    """Extra slurm.conf directives, one `Key=Value` each, for keys slurmkube does not manage."""
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, v: str | None) -> str | None:
+        return None if v is None else grammar.cluster_name(v, "")
+
+    @field_validator("extra_config")
+    @classmethod
+    def _extra(cls, v: list[str]) -> list[str]:
+        return [grammar.config_line(line, f"[{i}]") for i, line in enumerate(v)]
+
+    @model_validator(mode="after")
+    def _unique_partitions(self) -> SlurmClusterSpec:
+        names = [p.name for p in self.partitions]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"partitions: duplicate names {dupes}")
+        if sum(p.default for p in self.partitions) > 1:
+            raise ValueError("partitions: at most one partition may be default")
+        return self
+
+
+class SlurmCluster(StrictModel):
+    api_version: Literal["slurmkube.io/v1alpha1"] = Field(
+        "slurmkube.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["SlurmCluster"] = "SlurmCluster"
+    metadata: ObjectMeta
+    spec: SlurmClusterSpec = Field(default_factory=SlurmClusterSpec)
+
+    @property
+    def slurm_cluster_name(self) -> str:
+        return self.spec.cluster_name or self.metadata.name

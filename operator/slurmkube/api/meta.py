@@ -1,0 +1,90 @@
+"""Shared parts of slurmkube's API models: strict and lenient bases, object
+metadata, label selectors and tolerations as Kubernetes defines them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class StrictModel(BaseModel):
+    # Attribute docstrings become descriptions in the generated CRDs (kubectl explain).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def from_object(model: type[_M], obj: Mapping[str, Any]) -> _M:
+    """A SlurmCluster or NodeSet as read from the API server: its apiVersion, kind,
+    metadata and spec (status and server-set fields are not part of the model)."""
+    return model.model_validate({k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+
+
+class LenientModel(BaseModel):
+    """Kubernetes objects carry many fields we do not read; ignore them."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class ObjectMeta(LenientModel):
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+# --- label selectors (metav1.LabelSelector) -------------------------------------------
+
+
+class LabelSelectorRequirement(StrictModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        needs_values = self.operator in ("In", "NotIn")
+        if needs_values and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if not needs_values and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(StrictModel):
+    """metav1.LabelSelector; an empty selector selects everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, alias="matchExpressions"
+    )
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+            if req.operator == "In" and labels.get(req.key) not in req.values:
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+        return True
+
+
+class Toleration(StrictModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")

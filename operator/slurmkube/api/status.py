@@ -1,0 +1,92 @@
+"""The status slurmkube writes on its objects."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from slurmkube.api.meta import (
+    LenientModel,
+)
+
+# --- status (written by the operator) -------------------------------------------------
+
+
+class Condition(LenientModel):
+    """metav1.Condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = Field(None, alias="lastTransitionTime")
+    observed_generation: int | None = Field(None, alias="observedGeneration")
+
+
+class NodeCounts(LenientModel):
+    """Slurm node states, as `sinfo` reports them, folded (slurmkube.plan.status).
+
+    `total` counts the nodes that should run slurmd, and idle + allocated + mixed +
+    drain + down add up to it (a wanted node that has not registered is down).
+    """
+
+    total: int = 0
+    idle: int = 0
+    allocated: int = 0
+    mixed: int = 0
+    drain: int = 0
+    down: int = 0
+    cloud: int = 0
+    """Powered down (State=CLOUD without a slurmd pod)."""
+
+
+class GpuCounts(LenientModel):
+    """GPUs (Slurm gres/gpu) of the registered nodes, and how many jobs hold."""
+
+    total: int = 0
+    allocated: int = 0
+
+
+class SlurmClusterStatus(LenientModel):
+    observed_generation: int | None = Field(None, alias="observedGeneration")
+    conditions: list[Condition] = Field(default_factory=list)
+    nodes: NodeCounts = Field(default_factory=NodeCounts)
+    gpus: GpuCounts = Field(default_factory=GpuCounts)
+    pending_gpus: dict[str, int] = Field(default_factory=dict, alias="pendingGpus")
+    """GPUs pending jobs ask for, per partition (the demand autoscaling follows)."""
+    config_hash: str | None = Field(None, alias="configHash")
+    """Hash of the Slurm configuration slurmctld runs with."""
+
+
+class AutoscalingStatus(LenientModel):
+    """Where an autoscaled NodeSet's nodes are in Slurm's power cycle."""
+
+    up: int = 0
+    """Powered up with a registered slurmd."""
+    resuming: int = 0
+    """Slurm chose them (POWERING_UP); their slurmd pods are starting."""
+    suspending: int = 0
+    """Slurm is powering them down (POWER_DOWN requested or POWERING_DOWN)."""
+    suspended: int = 0
+    """Powered down (idle~), no slurmd pod."""
+    held: int = 0
+    """Powered down and drained by slurmkube so Slurm cannot pick them (lent to Kueue,
+    maxNodes, maxConcurrentResumes)."""
+    failed: int = 0
+    """Resumes that failed: DOWN and powered down, left for an admin (`scontrol update
+    NodeName=... State=RESUME`)."""
+    failed_nodes: list[str] = Field(default_factory=list, alias="failedNodes")
+
+
+class NodeSetStatus(LenientModel):
+    observed_generation: int | None = Field(None, alias="observedGeneration")
+    conditions: list[Condition] = Field(default_factory=list)
+    replicas: int = 0
+    """slurmd pods that exist."""
+    ready_replicas: int = Field(0, alias="readyReplicas")
+    selector: str = ""
+    """Label selector of the slurmd pods, for the scale subresource (HPA/KEDA)."""
+    nodes: NodeCounts = Field(default_factory=NodeCounts)
+    gpus: GpuCounts = Field(default_factory=GpuCounts)
+    autoscaling: AutoscalingStatus | None = None
