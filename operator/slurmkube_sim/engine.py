@@ -34,7 +34,7 @@ What is modelled, and from where:
   requeued with a restart penalty; the node is down until repaired.
 
 Every state change is sent to a `GoodputLedger`, so the run is measured with
-exactly the definitions the live exporter uses.
+exactly the definitions of docs/goodput.md.
 """
 
 from __future__ import annotations

@@ -18,14 +18,8 @@ from slurmkube.goodput.events import (
     Side,
 )
 from slurmkube.goodput.formulas import SIZE_BUCKETS, jain_index, percentile, size_bucket, water_fill
-from slurmkube.goodput.ledger import (
-    DEFAULT_HALF_LIFE_S,
-    GoodputLedger,
-    GoodputReport,
-    StartTimes,
-    TeamShare,
-    Waste,
-)
+from slurmkube.goodput.ledger import DEFAULT_HALF_LIFE_S, GoodputLedger
+from slurmkube.goodput.report import GoodputReport, StartTimes, TeamShare, Waste
 
 __all__ = [
     "DEFAULT_HALF_LIFE_S",

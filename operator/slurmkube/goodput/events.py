@@ -1,8 +1,8 @@
-"""The event log that goodput is computed from, the same live and in the simulator.
+"""The event log that goodput is computed from.
 
 An event says what happened to a job or a node at time `t` (seconds, any
-epoch). The live exporter derives them from Slurm and Kubernetes state
-changes; the simulator emits them directly. Nothing here knows which one.
+epoch). The simulator emits them; a live exporter would derive them from
+Slurm and Kubernetes state changes (not built yet). Nothing here knows which.
 """
 
 from __future__ import annotations

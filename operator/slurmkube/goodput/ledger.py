@@ -1,8 +1,9 @@
 """Goodput metrics over an event log, computed in one streaming pass.
 
 The definitions are in docs/goodput.md, with their sources; this module is
-the only implementation, used by the live exporter and by the simulator, so
-both report the same numbers. Events must arrive in time order.
+the only implementation: the simulator uses it, and a live exporter is to use
+it too (not built yet), so both report the same numbers. Events must arrive
+in time order.
 
 Every GPU-second of a healthy node inside the window is exactly one of:
 allocated, reserved-but-unused (node in a lending or return transfer),
@@ -33,11 +34,12 @@ from slurmkube.goodput.events import (
     NodeTransferEnded,
     Side,
 )
-from slurmkube.goodput.formulas import SIZE_BUCKETS, jain_index, percentile, size_bucket, water_fill
+from slurmkube.goodput.fairness import DecayedShares
+from slurmkube.goodput.formulas import SIZE_BUCKETS, jain_index, percentile, size_bucket
+from slurmkube.goodput.report import GoodputReport, StartTimes, Waste
 
 # Slurm's PriorityDecayHalfLife default (slurm.conf(5)): usage half a week ago counts half.
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
-_LN2 = math.log(2.0)
 
 
 _SIDE = {Side.SLURM: 0, Side.KUBERNETES: 1}
@@ -66,85 +68,6 @@ class _JobState:
     ended: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Waste:
-    """Fractions of all GPU-seconds in the window (allocated + these = 1)."""
-
-    idle_healthy: float
-    drained_down: float
-    reserved_unused: float
-    fragmentation: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "idle_healthy": self.idle_healthy,
-            "drained_down": self.drained_down,
-            "reserved_unused": self.reserved_unused,
-            "fragmentation": self.fragmentation,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class StartTimes:
-    count: int
-    p50_s: float
-    p95_s: float
-    p99_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class TeamShare:
-    usage_share: float  # decayed GPU-seconds used / everyone's
-    entitled_share: float  # decayed demand-capped fair share / everyone's
-    ratio: float  # usage / entitlement; 1 is exactly fair
-
-
-@dataclass(frozen=True, slots=True)
-class GoodputReport:
-    window_s: tuple[float, float]
-    capacity_gpu_s: float
-    healthy_gpu_s: float
-    allocated_gpu_s: float
-    occupancy: float
-    waste: Waste
-    time_to_start: Mapping[str, StartTimes]
-    tts_p95_s_64plus: float
-    gangs_finished: int
-    gang_goodput_mean: float
-    gang_goodput_gpu_weighted: float
-    fairness: Mapping[str, TeamShare]
-    jain_index: float
-    occupancy_series: tuple[tuple[float, float], ...]
-    # Every gang's wait, by size bucket (for CDF plots; not part of as_dict).
-    waits_by_bucket: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "window_s": list(self.window_s),
-            "capacity_gpu_hours": self.capacity_gpu_s / 3600.0,
-            "allocated_gpu_hours": self.allocated_gpu_s / 3600.0,
-            "occupancy": self.occupancy,
-            "waste": self.waste.as_dict(),
-            "time_to_start_s": {
-                bucket: {"count": s.count, "p50": s.p50_s, "p95": s.p95_s, "p99": s.p99_s}
-                for bucket, s in self.time_to_start.items()
-            },
-            "tts_p95_s_64plus": self.tts_p95_s_64plus,
-            "gangs_finished": self.gangs_finished,
-            "gang_goodput_mean": self.gang_goodput_mean,
-            "gang_goodput_gpu_weighted": self.gang_goodput_gpu_weighted,
-            "fairness": {
-                team: {
-                    "usage_share": s.usage_share,
-                    "entitled_share": s.entitled_share,
-                    "ratio": s.ratio,
-                }
-                for team, s in self.fairness.items()
-            },
-            "jain_index": self.jain_index,
-        }
-
-
 class GoodputLedger:
     """Feed events in time order with `observe`; `report()` at any time after.
 
@@ -166,8 +89,7 @@ class GoodputLedger:
         entitlement_resolution_s: float = 60.0,
     ) -> None:
         self._start, self._end = window
-        self._weights = dict(entitlements)
-        self._half_life = half_life_s
+        self._shares = DecayedShares(window, entitlements, half_life_s)
         self._now = -math.inf  # events may precede the window (jobs already running)
         self._nodes: dict[str, _NodeState] = {}
         self._jobs: dict[str, _JobState] = {}
@@ -185,16 +107,6 @@ class GoodputLedger:
         self._reserved_free = 0
         self._unhealthy_free = 0
         self._sums = {"allocated": 0.0, "idle": 0.0, "down": 0.0, "reserved": 0.0, "frag": 0.0}
-        # Fairness: decayed integrals, folded in lazily when a team's value changes.
-        self._team_alloc: dict[str, int] = dict.fromkeys(self._weights, 0)
-        # Cumulative decay weight (see _decay_weight) when each team's value last changed.
-        self._now_weight = self._decay_weight(self._start)  # at self._now, kept by _advance
-        self._team_since: dict[str, float] = dict.fromkeys(self._weights, self._now_weight)
-        self._team_demand: dict[str, int] = dict.fromkeys(self._weights, 0)
-        self._usage_decayed: dict[str, float] = dict.fromkeys(self._weights, 0.0)
-        self._entitled: dict[str, float] = dict.fromkeys(self._weights, 0.0)
-        self._entitled_since = self._start
-        self._entitled_decayed: dict[str, float] = dict.fromkeys(self._weights, 0.0)
         self._entitlement_stale = True
         self._resolution = entitlement_resolution_s
         self._next_refresh = self._start
@@ -269,8 +181,7 @@ class GoodputLedger:
         pool = self._pools.setdefault(e.pool, len(self._pools))
         self._jobs[e.job] = _JobState(e, pool * 2 + _SIDE[e.side])
         self._queue(self._jobs[e.job], +1)
-        if e.team in self._team_demand:
-            self._team_demand[e.team] += e.gpus
+        if self._shares.ask(e.team, e.gpus):
             self._entitlement_stale = True
 
     def _job_started(self, e: JobStarted) -> None:
@@ -280,7 +191,7 @@ class GoodputLedger:
         for name in e.nodes:
             self._allocate(name, per)
         job.placed.extend(e.nodes)
-        self._team_usage(sub.team, per * len(e.nodes))
+        self._shares.use(sub.team, per * len(e.nodes))
         if len(job.placed) > sub.members:
             raise ValueError(f"job {e.job!r} placed {len(job.placed)} of {sub.members} members")
         if len(job.placed) == sub.members and job.eligible:
@@ -297,8 +208,7 @@ class GoodputLedger:
         if job.eligible:
             job.eligible = False
             self._queue(job, -1)
-        if job.submitted.team in self._team_demand:
-            self._team_demand[job.submitted.team] -= job.submitted.gpus
+        if self._shares.ask(job.submitted.team, -job.submitted.gpus):
             self._entitlement_stale = True
 
     def _job_preempted(self, e: JobPreempted) -> None:
@@ -314,7 +224,7 @@ class GoodputLedger:
         sub = job.submitted
         for name in job.placed:
             self._allocate(name, -sub.gpus_per_member)
-        self._team_usage(sub.team, -sub.gpus_per_member * len(job.placed))
+        self._shares.use(sub.team, -sub.gpus_per_member * len(job.placed))
         job.placed.clear()
         if job.whole_since is not None:
             job.whole_s += t - job.whole_since
@@ -387,52 +297,15 @@ class GoodputLedger:
             else:
                 self._idle_free += free
 
-    def _team_usage(self, team: str, delta: int) -> None:
-        if team not in self._team_alloc:
-            return
-        self._fold_usage(team)
-        self._team_alloc[team] += delta
-
     # --- integration ------------------------------------------------------------------
-
-    def _decay_weight(self, t: float) -> float:
-        # Integral of 2**((x - end)/H) from -inf to t (clamped to the window): the
-        # weight is 1 at the window's end and halves every half-life before it.
-        if t < self._start:
-            t = self._start
-        elif t > self._end:
-            t = self._end
-        h = self._half_life
-        return float(h / _LN2 * 2.0 ** ((t - self._end) / h))
-
-    def _fold_usage(self, team: str) -> None:
-        """Fold the team's usage since its last change into the decayed sum, up to now."""
-        weight = self._now_weight - self._team_since[team]
-        if weight:
-            self._usage_decayed[team] += self._team_alloc[team] * weight
-            self._team_since[team] = self._now_weight
-
-    def _fold_entitlement(self, t: float) -> None:
-        weight = self._decay_weight(t) - self._decay_weight(self._entitled_since)
-        if weight:
-            for team, owed in self._entitled.items():
-                self._entitled_decayed[team] += owed * weight
-        self._entitled_since = t
-
-    def _refresh_entitlement(self) -> None:
-        if not self._weights:
-            return
-        self._fold_entitlement(self._now)
-        healthy = self._allocated + self._idle_free + self._frag_free + self._reserved_free
-        demand = {t: float(d) for t, d in self._team_demand.items()}
-        self._entitled = water_fill(float(healthy), self._weights, demand)
-        self._entitlement_stale = False
 
     def _advance(self, t: float) -> None:
         if self._wanted_stale:
             self._refresh_wanted()
         if self._entitlement_stale and (self._now >= self._next_refresh or self._now < self._start):
-            self._refresh_entitlement()
+            healthy = self._allocated + self._idle_free + self._frag_free + self._reserved_free
+            self._shares.entitle(self._now, float(healthy))
+            self._entitlement_stale = False
             self._next_refresh = self._now + self._resolution
         while self._now < t:
             stop = t if t < self._bucket_end else self._bucket_end
@@ -440,7 +313,7 @@ class GoodputLedger:
             self._now = stop
             if stop == self._bucket_end:
                 self._close_bucket()
-        self._now_weight = self._decay_weight(t)
+        self._shares.advance(t)
 
     def _close_bucket(self) -> None:
         if self._bucket_healthy > 0 and self._bucket_end <= self._end:
@@ -469,9 +342,6 @@ class GoodputLedger:
     # --- result -----------------------------------------------------------------------
 
     def report(self) -> GoodputReport:
-        for team in self._weights:
-            self._fold_usage(team)
-        self._fold_entitlement(self._now)
         sums = self._sums
         healthy = sums["allocated"] + sums["idle"] + sums["frag"] + sums["reserved"]
         capacity = healthy + sums["down"]
@@ -493,14 +363,7 @@ class GoodputLedger:
                     waits_64plus.append(wait)
             if job.ended is not None and job.ended > sub.t:
                 goodputs.append((job.whole_s / (job.ended - sub.t), sub.gpus))
-        usage_total = sum(self._usage_decayed.values())
-        entitled_total = sum(self._entitled_decayed.values())
-        fairness: dict[str, TeamShare] = {}
-        for team in sorted(self._weights):
-            used = self._usage_decayed[team] / usage_total if usage_total else 0.0
-            owed = self._entitled_decayed[team] / entitled_total if entitled_total else 0.0
-            if owed > 0:
-                fairness[team] = TeamShare(used, owed, used / owed)
+        fairness = self._shares.shares(self._now)
         gpu_weight = sum(g for _, g in goodputs)
         return GoodputReport(
             window_s=(self._start, self._end),
