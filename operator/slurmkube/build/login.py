@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
-from slurmkube.build.names import SLURM_GID, Manifest, labels, meta, names_of
-from slurmkube.build.pod import daemon_container, placement, slurm_etc
+from slurmkube.build.names import SLURM_GID, Manifest, names_of
+from slurmkube.build.pod import daemon_container, deployment, slurm_etc
 
 
 def login_deployment(cluster: SlurmCluster) -> Manifest:
@@ -30,21 +30,9 @@ def login_deployment(cluster: SlurmCluster) -> Manifest:
     container["volumeMounts"].append({"name": "run-slurm", "mountPath": "/run/slurm"})
     etc = slurm_etc(cluster)
     etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(cluster, names.login, "sackd"),
-        "spec": {
-            "replicas": cluster.spec.login.replicas,
-            "selector": {"matchLabels": labels(cluster, "sackd")},
-            "template": {
-                "metadata": {"labels": labels(cluster, "sackd")},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [etc, {"name": "run-slurm", "emptyDir": {"medium": "Memory"}}],
-                    "securityContext": {"fsGroup": SLURM_GID},
-                    **placement(cluster),
-                },
-            },
-        },
+    pod = {
+        "containers": [container],
+        "volumes": [etc, {"name": "run-slurm", "emptyDir": {"medium": "Memory"}}],
+        "securityContext": {"fsGroup": SLURM_GID},
     }
+    return deployment(cluster, names.login, "sackd", cluster.spec.login.replicas, pod)

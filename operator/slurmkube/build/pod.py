@@ -75,3 +75,22 @@ def cluster_service(
             "ports": [{"name": port[0], "port": port[1]}],
         },
     }
+
+
+def deployment(
+    cluster: SlurmCluster, name: str, component: str, replicas: int, pod: Manifest
+) -> Manifest:
+    """A Deployment of one component's pods, placed like the controller's."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(cluster, name, component),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels(cluster, component)},
+            "template": {
+                "metadata": {"labels": labels(cluster, component)},
+                "spec": {**pod, **placement(cluster)},
+            },
+        },
+    }

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
-from slurmkube.build.names import RESTD_UID, Manifest, labels, meta, names_of
-from slurmkube.build.pod import cluster_service, daemon_container, placement, slurm_etc
+from slurmkube.build.names import RESTD_UID, Manifest, names_of
+from slurmkube.build.pod import cluster_service, daemon_container, deployment, slurm_etc
 
 
 def restapi_deployment(cluster: SlurmCluster) -> Manifest:
@@ -19,24 +19,12 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
     container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}
     # auth/jwt as its primary plugin, so each client's token is what slurmctld sees.
     container["env"].append({"name": "SLURM_JWT", "value": "daemon"})
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(cluster, names.restapi, "slurmrestd"),
-        "spec": {
-            "replicas": cluster.spec.rest_api.replicas,
-            "selector": {"matchLabels": labels(cluster, "slurmrestd")},
-            "template": {
-                "metadata": {"labels": labels(cluster, "slurmrestd")},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [slurm_etc(cluster)],
-                    "securityContext": {"fsGroup": RESTD_UID},
-                    **placement(cluster),
-                },
-            },
-        },
+    pod = {
+        "containers": [container],
+        "volumes": [slurm_etc(cluster)],
+        "securityContext": {"fsGroup": RESTD_UID},
     }
+    return deployment(cluster, names.restapi, "slurmrestd", cluster.spec.rest_api.replicas, pod)
 
 
 def restapi_service(cluster: SlurmCluster) -> Manifest:
