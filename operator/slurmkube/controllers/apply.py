@@ -204,7 +204,7 @@ class ConfigDelivery:
 
 def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
     """Annotate the slurmctld pods with the hash: the kubelet then syncs their
-    volumes now, not at its next periodic sync (render/reloader.py)."""
+    volumes now, not at its next periodic sync (build/reloader.py)."""
     cluster = snap.observed.bundle.cluster
     namespace = snap.cluster_obj["metadata"]["namespace"]
     controller = names_of(cluster).controller

@@ -50,7 +50,7 @@ _HOLDS: Final = (HOLD_LIMIT, HOLD_UNAVAILABLE, HOLD_UNDEPLOYED)
 
 
 class PowerNode(Protocol):
-    """What autoscaling needs of a Slurm node (render.cluster.SlurmNodeView)."""
+    """What autoscaling needs of a Slurm node (plan.cluster.SlurmNodeView)."""
 
     @property
     def power(self) -> str: ...
@@ -168,7 +168,7 @@ def hold_undeployed(
 ) -> dict[str, str]:
     """With power saving on, Slurm could resume any powered-down node; those of a NodeSet
     driven by `replicas` would never get a pod, so they are held drained. (A node wanted
-    again is undrained like any of our drains: render.cluster.undrain_candidates.)"""
+    again is undrained like any of our drains: plan.cluster.undrain_candidates.)"""
     if slurm_nodes is None:
         return {}
     return {

@@ -1,7 +1,7 @@
 """When a new rendered config is in force in slurmctld, and when to reconfigure it ourselves (pure).
 
 slurmctld reads its files from a ConfigMap volume. Its pod's config reloader
-(render/reloader.py) runs `scontrol reconfigure` as soon as the kubelet has
+(build/reloader.py) runs `scontrol reconfigure` as soon as the kubelet has
 copied a new ConfigMap into the volume, and the operator makes that copy
 prompt by annotating the pod. The operator then looks for evidence in Slurm
 that the change took: slurmctld re-read its files after the ConfigMap was

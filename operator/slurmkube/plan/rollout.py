@@ -23,7 +23,7 @@ from slurmkube.build.names import Manifest
 
 
 class RolloutPod(Protocol):
-    """What the rollout needs of an existing slurmd pod (render.cluster.PodView)."""
+    """What the rollout needs of an existing slurmd pod (plan.cluster.PodView)."""
 
     @property
     def name(self) -> str: ...
@@ -38,7 +38,7 @@ class RolloutPod(Protocol):
 
 
 class RolloutNode(Protocol):
-    """What the rollout needs of a pod's Slurm node (render.cluster.SlurmNodeView)."""
+    """What the rollout needs of a pod's Slurm node (plan.cluster.SlurmNodeView)."""
 
     @property
     def busy(self) -> bool: ...
