@@ -56,7 +56,7 @@ class SlurmNodeView:
     state: str = "idle"
     gpus: int = 0
     gpus_allocated: int = 0
-    # Where Slurm's power saving has the node (render.autoscale.POWER_STATES).
+    # Where Slurm's power saving has the node (plan.autoscale.POWER_STATES).
     power: str = "up"
     down: bool = False  # DOWN or FAIL: Slurm will not schedule there
 
@@ -131,7 +131,7 @@ class Plan:
     kueue_objects: tuple[Manifest, ...] = ()
     # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
     topology_summary: str = ""
-    # Autoscaled NodeSets (render.autoscale): what Slurm is asked to do, per NodeSet.
+    # Autoscaled NodeSets (plan.autoscale): what Slurm is asked to do, per NodeSet.
     scaling: Mapping[str, Scaling] = field(default_factory=dict)
     # Powered-down nodes of NodeSets driven by `replicas`, held while power saving is on.
     hold: Mapping[str, str] = field(default_factory=dict)

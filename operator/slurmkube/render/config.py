@@ -73,7 +73,7 @@ class PartitionLine:
 
 @dataclass(frozen=True, slots=True)
 class PowerSaving:
-    """slurm.conf(5) power saving, on while any NodeSet is autoscaled (render.autoscale)."""
+    """slurm.conf(5) power saving, on while any NodeSet is autoscaled (plan.autoscale)."""
 
     program: SlurmToken
     suspend_time: int

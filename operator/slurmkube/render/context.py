@@ -38,5 +38,5 @@ class RenderContext:
     accounting_host: str | None = None
     accounting_port: int = wk.SLURMDBD_PORT
     # ResumeProgram/SuspendProgram of autoscaled NodeSets: the operator follows
-    # Slurm's node states (render.autoscale), so the programs only have to exit 0.
+    # Slurm's node states (plan.autoscale), so the programs only have to exit 0.
     power_program: str = "/bin/true"
