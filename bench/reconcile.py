@@ -6,14 +6,22 @@
     at least N nodes: `SLURMKUBE_RUNTIME_NODES=64 make cluster-up`.
 (b) Create W simulated (kwok) GPU nodes, point a second SlurmCluster at them
     (replicas 0: all State=CLOUD, so slurm.conf and topology.conf hold W nodes)
-    and report the operator's RSS in steady state (target, DESIGN.md §7: under
-    300 MB with 10,000 nodes watched), its CPU share over those 30 s (the Node
-    watch sees every node's heartbeats) and its reconcile time from its log.
+    and report the operator's RSS in steady state (target, DESIGN.md §7 and
+    issue 15: under 300 MB, up to 25,000 nodes watched), its CPU share over
+    those 30 s (the Node watch sees every node's heartbeats) and its reconcile
+    time from its log. Then (c) a label the config reads changed on one node,
+    five times: label patch -> ConfigMap rewritten, minus the debounce (target
+    p50 under 1 s); and (d) label churn the config ignores: for
+    `--churn-seconds`, `nvidia.com/gfd.timestamp` rewritten on every node every
+    `--churn-period` seconds (as GPU feature discovery does), counting the
+    reconciles Node events triggered (`slurmkube_reconciles_total{trigger="node"}`,
+    target 0) and the bridge rounds, against a quiet window of the same length.
 
 Prints one JSON line per part. The operator runs as in the e2e suite (a host
 process dialling pod IPs); it is started and stopped here, by PID.
 
-    python bench/reconcile.py [--nodes 64] [--watched 10000] [--part ready|rss|all]
+    python bench/reconcile.py [--nodes 64] [--watched 25000] [--part ready|rss|all]
+        [--churn-seconds 300] [--churn-period 30]
 """
 
 from __future__ import annotations
@@ -23,11 +31,14 @@ import json
 import os
 import re
 import secrets
+import socket
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +53,8 @@ from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RSS_MB = 300.0
+TARGET_LABEL_RECONCILE_S = 1.0
+CHURN_LABEL = "nvidia.com/gfd.timestamp"
 BENCH_FLEET = "bench"
 
 
@@ -151,8 +164,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def part_rss(
-    kube: Kube, kubeconfig: Path, operator: OperatorProcess, watched: int
-) -> dict[str, Any]:
+    kube: Kube, kubeconfig: Path, operator: OperatorProcess, port: int, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    watched = args.watched
     per_domain = 18
     spec = fleet.FleetSpec(
         name=BENCH_FLEET, nvl_domains=-(-watched // per_domain), nodes_per_domain=per_domain
@@ -192,12 +206,16 @@ def part_rss(
             for label, value in re.findall(r"(\w+)=([\d.]+)", line):
                 steps.setdefault(label, []).append(float(value))
         status = (kube.get(API, "SlurmCluster", "local", ns) or {}).get("status") or {}
+        more = []
+        if args.churn_seconds > 0:
+            more.append(part_label_change(kube, ns, names[0], 1.0))
+            more.append(part_churn(kube, operator, port, names, args))
     finally:
         delete_namespace(kube, ns)
         for name in names:
             kube.delete("v1", "Node", name)
     steady = max(s[0] for s in samples)
-    return {
+    rss = {
         "bench": "reconcile_rss",
         "watched_nodes": len(names),
         "slurm_nodes_cloud": (status.get("nodes") or {}).get("cloud"),
@@ -211,6 +229,99 @@ def part_rss(
         "reconciles": len(seconds),
         "fleet_create_seconds": round(fleet_seconds, 1),
     }
+    return [rss, *more]
+
+
+def reconciles(port: int) -> dict[str, float]:
+    """The operator's reconciles so far by trigger, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    counts: dict[str, float] = {}
+    for trigger, value in re.findall(
+        r'^slurmkube_reconciles_total\{[^}]*trigger="(\w+)"[^}]*\} (\S+)$', text, re.MULTILINE
+    ):
+        counts[trigger] = counts.get(trigger, 0.0) + float(value)
+    return counts
+
+
+def bridge_rounds(operator: OperatorProcess) -> int:
+    return operator.log.read_bytes().count(b"bridge reconciled seconds=")
+
+
+def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[str, Any]:
+    """A label the config reads (the node's NVLink domain) changed, five times:
+    label patch -> the ConfigMap holds a new hash, minus the debounce."""
+
+    def config_hash() -> str:
+        cm = kube.get("v1", "ConfigMap", "local-slurm-config", ns) or {}
+        return str((cm.get("data") or {}).get("config-hash", ""))
+
+    seconds = []
+    for i in range(5):
+        before = config_hash()
+        start = time.monotonic()
+        kube.patch("v1", "Node", node, {"metadata": {"labels": {fleet.CLIQUE_LABEL: f"moved-{i}"}}})
+        done = poll("ConfigMap rewritten", lambda b=before: config_hash() != b, 120, 0.02)
+        seconds.append(done - start - debounce)
+        time.sleep(2 * debounce + 1)
+    p50 = statistics.median(seconds)
+    return {
+        "bench": "reconcile_label_change",
+        "changes": len(seconds),
+        "label_to_configmap_minus_debounce_s_p50": round(p50, 3),
+        "label_to_configmap_minus_debounce_s_max": round(max(seconds), 3),
+        "debounce_s": debounce,
+        "target_s": TARGET_LABEL_RECONCILE_S,
+        "meets_target": p50 < TARGET_LABEL_RECONCILE_S,
+    }
+
+
+def part_churn(
+    kube: Kube, operator: OperatorProcess, port: int, names: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Label churn no config reads: reconciles and bridge rounds it triggers,
+    against a quiet window of the same length (the resyncs)."""
+    seconds, period = args.churn_seconds, args.churn_period
+    quiet_start, quiet_rounds = reconciles(port), bridge_rounds(operator)
+    time.sleep(seconds)
+    quiet_end, quiet_rounds = reconciles(port), bridge_rounds(operator) - quiet_rounds
+
+    def stamp(name: str, value: str) -> None:
+        kube.patch("v1", "Node", name, {"metadata": {"labels": {CHURN_LABEL: value}}})
+
+    sweeps = []
+    churn_start, churn_rounds = reconciles(port), bridge_rounds(operator)
+    began = time.monotonic()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        while time.monotonic() - began < seconds:
+            sweep = time.monotonic()
+            value = str(int(time.time()))
+            list(pool.map(stamp, names, [value] * len(names)))
+            sweeps.append(time.monotonic() - sweep)
+            time.sleep(max(0.0, period - (time.monotonic() - sweep)))
+    churn_end, churn_rounds = reconciles(port), bridge_rounds(operator) - churn_rounds
+
+    def delta(a: dict[str, float], b: dict[str, float]) -> dict[str, int]:
+        return {k: int(b.get(k, 0) - a.get(k, 0)) for k in sorted(set(a) | set(b))}
+
+    churn = delta(churn_start, churn_end)
+    by_node = churn.get("node", 0)
+    extra_rounds = churn_rounds - quiet_rounds
+    return {
+        "bench": "reconcile_label_churn",
+        "nodes": len(names),
+        "label": CHURN_LABEL,
+        "window_s": seconds,
+        "period_s": period,
+        "sweeps": len(sweeps),
+        "sweep_seconds_p50": round(statistics.median(sweeps), 1) if sweeps else None,
+        "reconciles_during_churn_by_trigger": churn,
+        "reconciles_in_quiet_window_by_trigger": delta(quiet_start, quiet_end),
+        "reconciles_triggered_by_nodes": by_node,
+        "bridge_rounds_during_churn": churn_rounds,
+        "bridge_rounds_in_quiet_window": quiet_rounds,
+        "meets_target": by_node == 0 and extra_rounds <= 1,
+    }
 
 
 def main() -> int:
@@ -218,23 +329,38 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--watched", type=int, default=10000)
     parser.add_argument("--part", choices=("ready", "rss", "all"), default="all")
+    parser.add_argument("--churn-seconds", type=float, default=300.0, help="0: skip (c) and (d)")
+    parser.add_argument("--churn-period", type=float, default=30.0)
     args = parser.parse_args()
     found = local_cluster("reconcile")
     if found is None:
         return 1
     kubeconfig, kube = found
+    port = free_port()
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        operator = OperatorProcess(operator_env(kubeconfig), Path(tmp) / "operator.log")
+        operator = OperatorProcess(
+            operator_env(kubeconfig), Path(tmp) / "operator.log", ["--metrics-port", str(port)]
+        )
         operator.start()
         try:
             if args.part in ("ready", "all"):
-                print(json.dumps(part_ready(kube, args.nodes)), flush=True)
+                results.append(part_ready(kube, args.nodes))
+                print(json.dumps(results[-1]), flush=True)
             if args.part in ("rss", "all"):
-                print(json.dumps(part_rss(kube, kubeconfig, operator, args.watched)), flush=True)
+                for result in part_rss(kube, kubeconfig, operator, port, args):
+                    results.append(result)
+                    print(json.dumps(result), flush=True)
         finally:
             if operator.stop() not in (0, -15, None):
                 print(operator.tail(), file=sys.stderr)
-    return 0
+    return 0 if all(r.get("meets_target", True) for r in results) else 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

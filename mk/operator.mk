@@ -3,11 +3,14 @@
 #
 #   make bench-operator   on the local control plane (started if needed): (a) a
 #                         SlurmCluster of 8 local-runtime nodes to Ready, split into
-#                         steps; (b) 10,000 kwok GPU nodes watched: the operator's
+#                         steps; (b) 25,000 kwok GPU nodes watched: the operator's
 #                         steady RSS (target under 300 MB) and its reconcile time by
-#                         step (~15 min on 2 cores). OPERATOR_BENCH_ARGS="--watched 1000".
+#                         step; (c) a config label changed -> ConfigMap (target p50
+#                         under 1 s beyond the debounce); (d) 5 min of label churn no
+#                         config reads: reconciles it triggers (target 0). Exits 1 on a
+#                         miss. OPERATOR_BENCH_ARGS="--watched 1000 --churn-seconds 60".
 
-OPERATOR_BENCH_ARGS ?= --nodes 8 --watched 10000
+OPERATOR_BENCH_ARGS ?= --nodes 8 --watched 25000
 
 .PHONY: bench-operator
 
