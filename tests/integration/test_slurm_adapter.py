@@ -496,3 +496,23 @@ def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> No
         with pytest.raises(SlurmUnreachable):
             rest.ping()
     assert os.environ.get("SLURM_JWT") is None  # the REST env never leaked into ours
+
+
+def test_the_node_change_probe_answers_no_change_until_a_node_changes(
+    cluster: LocalSlurm,
+) -> None:
+    """What the autoscale poll asks every 2 s: slurmrestd's 304 when nothing changed."""
+    node = sample_fleet()[0].metadata.name
+    with rest_client(cluster) as rest:
+        for _ in range(20):  # until the nodes are quiet (a test before may still settle)
+            since = rest.node_list().update_time
+            time.sleep(1.1)
+            if not rest.nodes_changed_since(since):
+                break
+        else:
+            pytest.fail("Slurm's nodes never stopped changing")
+        cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=probe")
+        try:
+            assert rest.nodes_changed_since(since)
+        finally:
+            cluster.run("scontrol", "update", f"nodename={node}", "state=resume")

@@ -280,3 +280,45 @@ def test_exactly_one_credential() -> None:
         RestClient("http://x", token="t", jwt_key=KEY)
     with pytest.raises(ValueError, match="exactly one"):
         RestClient("http://x")
+
+
+@pytest.mark.parametrize(
+    ("answer", "changed"),
+    [
+        # slurmctld: SLURM_NO_CHANGE_IN_DATA; slurmrestd: 304 Not Modified, no body.
+        (httpx.Response(304), False),
+        # Nodes changed, partitions not: 24.11's slurmrestd fails loading those.
+        (
+            httpx.Response(
+                500,
+                json={
+                    "errors": [
+                        {
+                            "description": "Unable to query partitions",
+                            "error_number": -1,
+                            "error": "Unspecified error",
+                            "source": "_dump_nodes",
+                        }
+                    ]
+                },
+            ),
+            True,
+        ),
+        (recorded("nodes"), True),
+    ],
+)
+def test_a_node_change_is_told_without_reading_every_node(
+    answer: httpx.Response, changed: bool
+) -> None:
+    server = Server(
+        {"GET /slurm/v0.0.42/nodes/": always(answer)},
+    )
+    assert client(server, data_parser="v0.0.42").nodes_changed_since(1796352974) is changed
+    assert server.seen[0].url.params["update_time"] == "1796352974"
+
+
+def test_a_node_list_carries_slurmctlds_update_time() -> None:
+    server = Server({"GET /slurm/v0.0.42/nodes/": always(recorded("nodes"))})
+    listed = client(server, data_parser="v0.0.42").node_list()
+    assert listed.update_time == 1796226837
+    assert len(listed.nodes) > 0

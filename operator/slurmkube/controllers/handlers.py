@@ -36,7 +36,7 @@ from slurmkube.controllers.observe import (
     node_entry,
     observe,
     observe_rest,
-    slurm_fingerprint,
+    slurm_nodes_changed,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.controllers.settings import Settings
@@ -68,7 +68,8 @@ class _Cluster:
     # The Node label keys its config reads; None until its first reconcile (all count).
     label_keys: frozenset[str] | None = None
     autoscaling: bool = False
-    slurm_fingerprint: int | None = None
+    # slurmctld's update_time of the last full node read (the poll asks what changed since).
+    nodes_read_at: int = 0
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
     # memory only: after an operator restart the whole window is waited again.
     config_clock: ConfigClock | None = None
@@ -298,9 +299,7 @@ async def reconcile_now(key: Key) -> None:
 
 
 def _slurm_changed(key: Key, memory: _Cluster) -> bool:
-    fingerprint = slurm_fingerprint(_kube(), *key, State.clients)
-    before, memory.slurm_fingerprint = memory.slurm_fingerprint, fingerprint
-    return fingerprint is None or fingerprint != before
+    return slurm_nodes_changed(_kube(), *key, State.clients, memory.nodes_read_at)
 
 
 def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> float | None:
@@ -344,6 +343,7 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> floa
         raise
     memory.label_keys = config_label_keys(snap.observed.bundle)
     memory.autoscaling = bool(plan.scaling)
+    memory.nodes_read_at = snap.nodes_read_at
     if memory.autoscaling:
         POLLS.add(key, State.settings.autoscale_poll_seconds)
     requeue = RESYNC_SECONDS

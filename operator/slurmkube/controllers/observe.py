@@ -132,6 +132,8 @@ class Snapshot:
     slurm_error: str
     # GPUs pending jobs ask for, per partition (read only while a NodeSet autoscales).
     pending_gpus: dict[str, int] | None = None
+    # slurmctld's update_time of the node list read (0: not read).
+    nodes_read_at: int = 0
 
 
 def _node_set(raw: Manifest) -> NodeSet:
@@ -206,9 +208,12 @@ def observe_rest(kube: Kube, snap: Snapshot, clients: SlurmClients) -> Snapshot:
     slurm_nodes: dict[str, SlurmNodeView] | None = None
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
     pending: dict[str, int] | None = None
+    nodes_read_at = 0
     if slurm is not None:
         try:
-            slurm_nodes = {n.name: slurm_view(n) for n in slurm.list_nodes()}
+            listed = slurm.node_list()
+            slurm_nodes = {n.name: slurm_view(n) for n in listed.nodes}
+            nodes_read_at = listed.update_time
             if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):
                 pending = _pending_gpus(slurm)
         except SlurmError as err:
@@ -219,6 +224,7 @@ def observe_rest(kube: Kube, snap: Snapshot, clients: SlurmClients) -> Snapshot:
         slurm=slurm,
         slurm_error=error,
         pending_gpus=pending,
+        nodes_read_at=nodes_read_at,
     )
 
 
@@ -248,21 +254,22 @@ def _pending_gpus(slurm: RestClient) -> dict[str, int]:
     return dict(sorted(demand.items()))
 
 
-def slurm_fingerprint(kube: Kube, namespace: str, name: str, clients: SlurmClients) -> int | None:
-    """A cheap summary of Slurm's nodes (one REST call): a reconcile is needed when it
-    changes. None when it cannot be read (then reconcile anyway)."""
+def slurm_nodes_changed(
+    kube: Kube, namespace: str, name: str, clients: SlurmClients, since: int
+) -> bool:
+    """Whether Slurm changed any node since `since` (the last full read's
+    update_time): one REST call whose answer, when nothing changed, does not grow
+    with the fleet. True when it cannot be told (then reconcile anyway)."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
-    if cluster_obj is None:
-        return None
-    cluster = from_object(SlurmCluster, cluster_obj)
-    slurm = clients.rest(kube, cluster)
+    if cluster_obj is None or not since:
+        return True
+    slurm = clients.rest(kube, from_object(SlurmCluster, cluster_obj))
     if slurm is None:
-        return None
+        return True
     try:
-        nodes = slurm.list_nodes()
+        return slurm.nodes_changed_since(since)
     except SlurmError:
-        return None
-    return hash(tuple(sorted((n.name, n.state, n.reason) for n in nodes)))
+        return True
 
 
 def _pod_view(pod: dict[str, Any]) -> PodView:

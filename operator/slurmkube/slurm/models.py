@@ -88,6 +88,13 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeList:
+    nodes: tuple[Node, ...]
+    # slurmctld's time of its last change to any node (epoch seconds; 0: not given).
+    update_time: int
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     job_id: int
     name: str

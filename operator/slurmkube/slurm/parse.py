@@ -34,6 +34,7 @@ __all__ = [
     "pings_from",
     "reservations_from",
     "tres_gpus",
+    "update_time_of",
 ]
 
 # Oldest first. 24.11 serves v0.0.40-v0.0.42; 25.05 adds v0.0.43, 25.11 v0.0.44.
@@ -229,6 +230,12 @@ def tres_gpus(text: str) -> int:
             continue
         total += int(fields[-1]) if len(fields) > 1 and _COUNT.fullmatch(fields[-1]) else 1
     return total
+
+
+def update_time_of(doc: Mapping[str, Any]) -> int:
+    """A response's `last_update`, epoch seconds (0 when not given)."""
+    value = _number(doc.get("last_update"))
+    return int(value) if isinstance(value, int | float) else 0
 
 
 def nodes_from(doc: Mapping[str, Any]) -> tuple[Node, ...]:

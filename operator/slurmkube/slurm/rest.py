@@ -49,6 +49,7 @@ from slurmkube.slurm.models import (
     ControllerPing,
     Job,
     Node,
+    NodeList,
     NodeStateChange,
     Reservation,
     ReservationRequest,
@@ -64,6 +65,7 @@ from slurmkube.slurm.parse import (
     partition_members,
     pings_from,
     reservations_from,
+    update_time_of,
 )
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES, ReservationWriter
 
@@ -104,6 +106,10 @@ def check_response(
 ) -> Mapping[str, Any]:
     """A slurmrestd answer -> its JSON document, or the SlurmError it means. The
     arrays under `convert`'s keys are converted while decoding (decode_object)."""
+    if status == 304:
+        # Not Modified (RFC 7232 4.1): slurmctld has no change since the
+        # update_time asked about (SLURM_NO_CHANGE_IN_DATA), and sends nothing.
+        return {}
     doc: Mapping[str, Any] | None = None
     try:
         parsed = decode_object(text, convert or {}) if text else None
@@ -284,8 +290,30 @@ class RestClient:
 
     # --- nodes ---
     def list_nodes(self) -> tuple[Node, ...]:
+        return self.node_list().nodes
+
+    def node_list(self) -> NodeList:
+        """Every node, and the time slurmctld last changed any (`update_time` for
+        `nodes_changed_since`)."""
         # Each node becomes its model as it is decoded: see slurm/decode.py.
-        return nodes_from(self._slurm("GET", "/nodes/", "list nodes", convert=_NODES))
+        doc = self._slurm("GET", "/nodes/", "list nodes", convert=_NODES)
+        return NodeList(nodes_from(doc), update_time_of(doc))
+
+    def nodes_changed_since(self, update_time: int) -> bool:
+        """Whether any node changed since `update_time` (a node list's), at a cost
+        that does not grow with the fleet when none did: slurmctld then answers
+        SLURM_NO_CHANGE_IN_DATA instead of the nodes and slurmrestd sends an
+        empty 304 Not Modified. When nodes changed, 24.11's slurmrestd goes on to
+        load the partitions with the same time and answers 500 if those did not
+        change (openapi/slurmctld nodes.c): any answer but 304 means a change.
+        slurmctld counts a change in the second of `update_time` as a change
+        (`last_update - 1 >= last_node_update` is "no change", proc_req.c)."""
+        operation = "nodes changed since"
+        try:
+            doc = self._slurm("GET", f"/nodes/?update_time={int(update_time)}", operation)
+        except SlurmRejected:
+            return True
+        return bool(doc)
 
     def get_node(self, name: str) -> Node:
         node = grammar.hostname(name, "node")
