@@ -17,3 +17,13 @@ OPERATOR_BENCH_ARGS ?= --nodes 8 --watched 25000
 bench-operator: cluster-up
 	KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e:$(ROOT)/e2e/local/runtime \
 		$(PY) bench/reconcile.py $(OPERATOR_BENCH_ARGS)
+
+# The autoscale poll's Slurm read at 1,000 and 25,000 nodes (issue 15), bench/slurm_read.py:
+# real slurmctld + slurmrestd on loopback (no cluster needed); exits 1 when the
+# poll at 25,000 costs more than 2x the poll at 1,000. SLURM_READ_ARGS="--sizes 1000,10000".
+SLURM_READ_ARGS ?=
+
+.PHONY: bench-slurm-read
+
+bench-slurm-read: venv slurm
+	$(PY) bench/slurm_read.py $(SLURM_READ_ARGS)

@@ -314,6 +314,10 @@ def start_local_slurm(
 ) -> Iterator[LocalSlurm]:
     """Render `bundle` for `nodes`, start the daemons, yield, and stop them by PID.
 
+    `start_slurmd` names the nodes that run slurmd (default: all). Each of those
+    gets a port of its own; the others, which never run one, share a port, so a
+    fleet larger than the process's open-file limit can be rendered (benches).
+
     `edit_slurm_conf` changes the rendered slurm.conf before slurmctld starts
     (benchmarks compare slurmkube's settings with Slurm's defaults this way).
     """
@@ -328,14 +332,16 @@ def start_local_slurm(
     for mount_point in ("/run/slurm", "/run/slurmctld"):
         Path(mount_point).mkdir(parents=True, exist_ok=True)
     node_names = [n.metadata.name for n in nodes]
-    ports = free_ports(len(node_names) + 2)
-    ctl_port, rest_port, node_ports = ports[0], ports[1], ports[2:]
+    running = list(start_slurmd) if start_slurmd is not None else node_names
+    ports = free_ports(len(running) + 3)
+    ctl_port, rest_port, idle_port = ports[:3]
+    node_ports = dict.fromkeys(node_names, idle_port) | dict(zip(running, ports[3:], strict=True))
     host = socket.gethostname().split(".")[0].lower()
     context = RenderContext(
         controller_host=host,
         controller_addr="127.0.0.1",
         slurmctld_port=ctl_port,
-        node_ports=dict(zip(node_names, node_ports, strict=True)),
+        node_ports=node_ports,
         config_dir=str(workdir / "etc"),
         state_save_location=str(workdir / "state"),
         slurmd_spool_dir=str(workdir / "spool" / "%n"),
