@@ -111,8 +111,8 @@ class SlurmClients:
         with self._lock:
             kept = store.get(key)
             if kept is None or kept.made_from != made_from or now - kept.made_at >= MAX_AGE_SECONDS:
-                if kept is not None and kept.rest is not None:
-                    kept.rest.close()
+                # A replaced client is not closed: another thread (the bridge, a
+                # reconcile) may be in a request with it; it goes with its last user.
                 kept = store[key] = _Kept(made_from, now)
             return kept
 

@@ -158,7 +158,9 @@ def observe(
     `nodes` is every Kubernetes Node, from the operator's watch-fed index: a
     reconcile lists no Nodes, so it costs the same at 10,000."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
-    if cluster_obj is None:
+    if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
+        # Going: its delete handler removes what owner references do not, and a
+        # reconcile now would apply some of it again.
         return None
     cluster = from_object(SlurmCluster, cluster_obj)
     node_set_objs = {
