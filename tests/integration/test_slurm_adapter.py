@@ -486,18 +486,6 @@ def test_scontrol_outside_the_cluster_writes_reservations_with_a_jwt_alone(
         client(secrets.token_bytes(32)).list_nodes()
 
 
-def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> None:
-    """Last in the module: it stops this module's slurmrestd."""
-    with rest_client(cluster, attempts=2) as rest:
-        assert rest.list_nodes()
-        cluster.stop("slurmrestd")
-        with pytest.raises(SlurmUnreachable):
-            rest.list_nodes()
-        with pytest.raises(SlurmUnreachable):
-            rest.ping()
-    assert os.environ.get("SLURM_JWT") is None  # the REST env never leaked into ours
-
-
 def test_the_node_change_probe_answers_no_change_until_a_node_changes(
     cluster: LocalSlurm,
 ) -> None:
@@ -516,3 +504,15 @@ def test_the_node_change_probe_answers_no_change_until_a_node_changes(
             assert rest.nodes_changed_since(since)
         finally:
             cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+
+
+def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> None:
+    """Last in the module: it stops this module's slurmrestd."""
+    with rest_client(cluster, attempts=2) as rest:
+        assert rest.list_nodes()
+        cluster.stop("slurmrestd")
+        with pytest.raises(SlurmUnreachable):
+            rest.list_nodes()
+        with pytest.raises(SlurmUnreachable):
+            rest.ping()
+    assert os.environ.get("SLURM_JWT") is None  # the REST env never leaked into ours
