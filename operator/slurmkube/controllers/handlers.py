@@ -99,6 +99,11 @@ class _OperatorState:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
+def _memory(key: Key) -> _Cluster:
+    """The cluster's record, made on first sight (an event may name a cluster not seen yet)."""
+    return State.clusters.setdefault(key, _Cluster())
+
+
 def leading() -> bool:
     """The one leader check: only the holder of the operator's Lease acts."""
     return State.lease is not None and State.lease.is_leader
@@ -106,7 +111,7 @@ def leading() -> bool:
 
 async def _reconcile_key(key: Key) -> Result:
     assert State.index is not None, "set by the event that added the key"
-    memory = State.clusters.setdefault(key, _Cluster())
+    memory = _memory(key)
     trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
     memory.triggers.clear()
     metrics.RECONCILES.labels(*key, trigger).inc()
@@ -131,7 +136,7 @@ State = _OperatorState()
 
 def _mark(key: Key, trigger: str, *, debounce: bool = True) -> None:
     """Called from kopf's handler threads and from the event loop alike."""
-    memory = State.clusters.setdefault(key, _Cluster())
+    memory = _memory(key)
     memory.triggers.add(trigger)
     if debounce:
         CLUSTERS.add_debounced(key, memory.debounce)
@@ -200,7 +205,7 @@ def cluster_event(
     if type == "DELETED":
         _forget(key)
         return
-    memory = State.clusters.setdefault(key, _Cluster())
+    memory = _memory(key)
     memory.debounce = float(
         (spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS)
     )
@@ -306,7 +311,7 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> floa
     """One observe -> plan -> apply; returns when to come back (None: only on events)."""
     kube = _kube()
     key = (namespace, name)
-    memory = State.clusters.setdefault(key, _Cluster())
+    memory = _memory(key)
     started = time.monotonic()
     # Seconds per step, for the log line: where a slow reconcile spends its time.
     steps: dict[str, float] = {}
