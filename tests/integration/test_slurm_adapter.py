@@ -506,6 +506,26 @@ def test_the_node_change_probe_answers_no_change_until_a_node_changes(
             cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
 
 
+def test_current_nodes_is_the_last_list_until_a_node_changes(cluster: LocalSlurm) -> None:
+    """What a reconcile and a bridge round read: the full list only after a change."""
+    node = sample_fleet()[0].metadata.name
+    with rest_client(cluster) as rest:
+        for _ in range(20):  # until the nodes are quiet (a test before may still settle)
+            listed = rest.node_list()
+            time.sleep(1.1)
+            if rest.current_nodes() is listed:
+                break
+        else:
+            pytest.fail("Slurm's nodes never stopped changing")
+        cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=probe")
+        try:
+            after = rest.current_nodes()
+            assert after is not listed
+            assert next(n for n in after.nodes if n.name == node).drain
+        finally:
+            cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+
+
 def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> None:
     """Last in the module: it stops this module's slurmrestd."""
     with rest_client(cluster, attempts=2) as rest:

@@ -322,3 +322,26 @@ def test_a_node_list_carries_slurmctlds_update_time() -> None:
     listed = client(server, data_parser="v0.0.42").node_list()
     assert listed.update_time == 1796226837
     assert len(listed.nodes) > 0
+
+
+@pytest.mark.parametrize(
+    ("probe", "full_reads"),
+    [(httpx.Response(304), 1), (recorded("nodes"), 2)],
+    ids=["unchanged: the last list", "changed: read again"],
+)
+def test_current_nodes_reads_every_node_only_after_a_change(
+    probe: httpx.Response, full_reads: int
+) -> None:
+    def nodes(request: httpx.Request) -> httpx.Response:
+        return probe if "update_time" in request.url.params else recorded("nodes")
+
+    server = Server({"GET /slurm/v0.0.42/nodes/": nodes})
+    rest = client(server, data_parser="v0.0.42")
+    first = rest.current_nodes()
+    again = rest.current_nodes()
+    assert again.nodes == first.nodes
+    reads = [r for r in server.seen if "update_time" not in r.url.params]
+    assert len(reads) == full_reads
+    assert [r.url.params["update_time"] for r in server.seen if r not in reads] == [
+        str(first.update_time)
+    ]

@@ -139,7 +139,7 @@ def observe_nodes(
     error = "" if rest is not None else "slurmrestd is disabled or its key is missing"
     if rest is not None:
         try:
-            slurm_nodes = {n.name: n for n in rest.list_nodes()}
+            slurm_nodes = {n.name: n for n in rest.current_nodes().nodes}
             all_reservations = rest.list_reservations()
             if with_jobs:
                 jobs = _running_jobs_by_node(rest)

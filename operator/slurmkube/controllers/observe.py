@@ -213,7 +213,7 @@ def observe_rest(kube: Kube, snap: Snapshot, clients: SlurmClients) -> Snapshot:
     nodes_read_at = 0
     if slurm is not None:
         try:
-            listed = slurm.node_list()
+            listed = slurm.current_nodes()
             slurm_nodes = {n.name: slurm_view(n) for n in listed.nodes}
             nodes_read_at = listed.update_time
             if any(ns.spec.autoscaling.enabled for ns in bundle.node_sets):

@@ -185,6 +185,7 @@ class RestClient:
         reservations: ReservationWriter | None = None,
         data_parser: str | None = None,
         timeout: float = 10.0,
+        list_timeout: float = 120.0,
         attempts: int = 4,
         max_backoff: float = 2.0,
         transport: httpx.BaseTransport | None = None,
@@ -211,6 +212,10 @@ class RestClient:
         )
         self._url = url
         self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport)
+        # slurmrestd needs ~16 s to list 25,000 nodes: the full read gets its own
+        # timeout, the calls whose answers do not grow with the fleet keep `timeout`.
+        self._list_timeout = list_timeout
+        self._last_nodes: NodeList | None = None
 
     @property
     def url(self) -> str:
@@ -234,6 +239,8 @@ class RestClient:
         operation: str,
         body: Mapping[str, Any] | None = None,
         convert: Converters | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Mapping[str, Any]:
         def attempt() -> Mapping[str, Any]:
             try:
@@ -242,6 +249,7 @@ class RestClient:
                     path,
                     json=body,
                     headers={"X-SLURM-USER-TOKEN": self._token()},
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
             except httpx.TransportError as err:
                 raise SlurmUnreachable(
@@ -272,8 +280,11 @@ class RestClient:
         operation: str,
         body: Mapping[str, Any] | None = None,
         convert: Converters | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Mapping[str, Any]:
-        return self._send(method, f"/slurm/{self.data_parser}{path}", operation, body, convert)
+        path = f"/slurm/{self.data_parser}{path}"
+        return self._send(method, path, operation, body, convert, timeout=timeout)
 
     # --- controller ---
     def ping(self) -> tuple[ControllerPing, ...]:
@@ -294,10 +305,23 @@ class RestClient:
 
     def node_list(self) -> NodeList:
         """Every node, and the time slurmctld last changed any (`update_time` for
-        `nodes_changed_since`)."""
+        `nodes_changed_since`), read in full."""
         # Each node becomes its model as it is decoded: see slurm/decode.py.
-        doc = self._slurm("GET", "/nodes/", "list nodes", convert=_NODES)
-        return NodeList(nodes_from(doc), update_time_of(doc))
+        doc = self._slurm(
+            "GET", "/nodes/", "list nodes", convert=_NODES, timeout=self._list_timeout
+        )
+        listed = self._last_nodes = NodeList(nodes_from(doc), update_time_of(doc))
+        return listed
+
+    def current_nodes(self) -> NodeList:
+        """Every node as `node_list` gives them, read in full only when slurmctld
+        changed a node since this client's last full read: otherwise the last list,
+        after a probe that costs the same at any fleet size (`nodes_changed_since`;
+        2 ms against 16 s for the full read at 25,000 nodes)."""
+        last = self._last_nodes
+        if last is not None and last.update_time and not self.nodes_changed_since(last.update_time):
+            return last
+        return self.node_list()
 
     def nodes_changed_since(self, update_time: int) -> bool:
         """Whether any node changed since `update_time` (a node list's), at a cost
