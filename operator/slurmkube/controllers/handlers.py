@@ -36,6 +36,7 @@ from slurmkube.controllers.observe import (
     node_entry,
     observe,
     observe_rest,
+    pod_view,
     slurm_nodes_changed,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
@@ -43,7 +44,7 @@ from slurmkube.controllers.settings import Settings
 from slurmkube.controllers.status import write_status
 from slurmkube.kube.client import Kube, load_config
 from slurmkube.kube.lease import LeaderLease
-from slurmkube.plan.cluster import Configured, configure, plan_cluster
+from slurmkube.plan.cluster import Configured, PodView, configure, plan_cluster
 from slurmkube.plan.reconfigure import ConfigClock, next_look
 from slurmkube.topology.fleet import config_label_keys, node_changed, node_fingerprint
 
@@ -92,8 +93,10 @@ class _OperatorState:
     clients: SlurmClients = field(default_factory=lambda: SlurmClients(Settings()))
     kube: Kube | None = None
     lease: LeaderLease | None = None
-    # The fleet_nodes index, handed over by kopf with every event before any reconcile.
+    # The operator's informer caches (kopf indexes, by their functions' names),
+    # handed over by kopf with every event before any reconcile.
     index: kopf.Index[str, NodeEntry] | None = None
+    pods: kopf.Index[Key, PodView] | None = None
     clusters: dict[Key, _Cluster] = field(default_factory=dict)
     nodes: _NodeMemory = field(default_factory=_NodeMemory)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -110,12 +113,11 @@ def leading() -> bool:
 
 
 async def _reconcile_key(key: Key) -> Result:
-    assert State.index is not None, "set by the event that added the key"
     memory = _memory(key)
     trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
     memory.triggers.clear()
     metrics.RECONCILES.labels(*key, trigger).inc()
-    requeue = await asyncio.to_thread(reconcile, *key, _nodes_now(State.index))
+    requeue = await asyncio.to_thread(reconcile, *key, nodes_now(), slurmd_pods_now(key))
     return Result(requeue_after=requeue)
 
 
@@ -164,6 +166,8 @@ def _take_index(kwargs: Mapping[str, Any]) -> None:
     # kopf passes each index by its function's name, filled before any handler runs.
     if State.index is None and "fleet_nodes" in kwargs:
         State.index = kwargs["fleet_nodes"]
+    if State.pods is None and "slurmd_pods" in kwargs:
+        State.pods = kwargs["slurmd_pods"]
 
 
 @kopf.on.startup()
@@ -277,6 +281,18 @@ def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
     return {name: cached[1]}
 
 
+@kopf.index("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"})
+def slurmd_pods(
+    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> dict[Key, PodView] | None:
+    """Every slurmd pod by its cluster, as a reconcile and a bridge round read it:
+    a reconcile lists no pods, so it costs the same at 25,000 slurmd pods."""
+    cluster = labels.get(wk.LABEL_CLUSTER)
+    if not cluster:
+        return None
+    return {(wk.namespace_or_default(namespace), cluster): pod_view(body)}
+
+
 @kopf.on.event("", "v1", "nodes")
 def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """A node that appeared, went, or changed what a config reads marks every
@@ -291,9 +307,20 @@ def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
         _mark(key, "node")
 
 
-def _nodes_now(index: kopf.Index[str, NodeEntry]) -> dict[str, NodeEntry]:
-    """A copy the reconcile thread may read while the event loop updates the index."""
+def nodes_now() -> dict[str, NodeEntry]:
+    """A copy of the Node cache a worker thread may read while the event loop
+    updates the index (so: taken on the event loop)."""
+    index = State.index
+    assert index is not None, "kopf hands the indexes over before any key is added"
     return {name: entry for name, store in index.items() for entry in store}
+
+
+def slurmd_pods_now(key: Key) -> tuple[PodView, ...]:
+    """A copy of one cluster's slurmd pods from the pod cache, by name (as listed)."""
+    index = State.pods
+    if index is None or key not in index:
+        return ()
+    return tuple(sorted(index[key], key=lambda pod: pod.name))
 
 
 async def reconcile_now(key: Key) -> None:
@@ -307,7 +334,9 @@ def _slurm_changed(key: Key, memory: _Cluster) -> bool:
     return slurm_nodes_changed(_kube(), *key, State.clients, memory.nodes_read_at)
 
 
-def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> float | None:
+def reconcile(
+    namespace: str, name: str, nodes: Mapping[str, NodeEntry], pods: tuple[PodView, ...]
+) -> float | None:
     """One observe -> plan -> apply; returns when to come back (None: only on events)."""
     kube = _kube()
     key = (namespace, name)
@@ -330,7 +359,7 @@ def reconcile(namespace: str, name: str, nodes: Mapping[str, NodeEntry]) -> floa
             if isinstance(configured, Configured):
                 memory.config_clock = deliver_config(kube, snap, configured, memory.config_clock)
             step("config")
-            snap = observe_rest(kube, snap, State.clients)
+            snap = observe_rest(kube, snap, State.clients, pods)
             step("observe")
             plan = plan_cluster(snap.observed, configured)
             cluster = snap.observed.bundle.cluster

@@ -33,6 +33,7 @@ from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers import handlers
 from slurmkube.controllers.lending_apply import LendingCluster, apply_lending, write_active
 from slurmkube.controllers.lending_observe import (
+    Cache,
     Check,
     check_of,
     clusters_with_leases,
@@ -67,6 +68,8 @@ class _Bridge:
     # Per Node: node_fingerprint of its last event, so heartbeats do not wake the bridge.
     nodes: dict[str, int] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+    # The kueue_workloads index (kopf hands it to every handler).
+    workloads: kopf.Index[str, Manifest] | None = None
 
 
 BRIDGE = _Bridge()
@@ -79,10 +82,10 @@ ROUND = "round"
 
 async def _round(_: str) -> Result:
     kube = handlers.State.kube
-    if kube is None:
+    if kube is None or handlers.State.index is None:
         return Result(requeue_after=COALESCE_SECONDS)
     started = time.monotonic()
-    relabelled = await asyncio.to_thread(reconcile_bridge, kube)
+    relabelled = await asyncio.to_thread(reconcile_bridge, kube, _cache_now())
     log.info("bridge reconciled seconds=%.3f", time.monotonic() - started)
     for key in relabelled:
         # A lease label added or removed changes which nodes the cluster wants
@@ -95,13 +98,42 @@ async def _round(_: str) -> Result:
 ROUNDS: WorkQueue[str] = WorkQueue(_round, name="kueue-bridge")
 
 
-async def _mark(**_: Any) -> None:
+def _cache_now() -> Cache:
+    """The watches' caches, copied on the event loop (kopf updates them there)."""
+    pods = handlers.State.pods
+    return Cache(
+        nodes=handlers.nodes_now(),
+        slurmd_pods={key: handlers.slurmd_pods_now(key) for key in (pods or {})},
+        workloads=tuple(w for store in BRIDGE.workloads.values() for w in store)
+        if BRIDGE.workloads is not None
+        else (),
+    )
+
+
+def _take_workloads(kwargs: Mapping[str, Any]) -> None:
+    if BRIDGE.workloads is None and "kueue_workloads" in kwargs:
+        BRIDGE.workloads = kwargs["kueue_workloads"]
+
+
+@kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")
+def kueue_workloads(
+    namespace: str | None, uid: str, body: kopf.Body, **_: Any
+) -> dict[str, Manifest] | None:
+    """Every Workload the bridge may act on, as a round reads it (the watch's copy)."""
+    if BRIDGE.namespace is not None and namespace != BRIDGE.namespace:
+        return None
+    return {uid: dict(body)}
+
+
+async def _mark(**kwargs: Any) -> None:
+    _take_workloads(kwargs)
     ROUNDS.add(ROUND, COALESCE_SECONDS)
 
 
-async def _node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def _node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
+    _take_workloads(kwargs)
     if node_changed(BRIDGE.nodes, type, body, handlers.label_keys()):
         ROUNDS.add(ROUND, COALESCE_SECONDS)
 
@@ -126,7 +158,7 @@ async def stop_bridge(**_: Any) -> None:
         BRIDGE.task.cancel()
 
 
-def reconcile_bridge(kube: Kube) -> set[tuple[str, str]]:
+def reconcile_bridge(kube: Kube, cache: Cache) -> set[tuple[str, str]]:
     """One round over every check; returns the clusters whose lease labels it changed."""
     try:
         admission_checks = [
@@ -134,9 +166,9 @@ def reconcile_bridge(kube: Kube) -> set[tuple[str, str]]:
             for ac in kube.list(KUEUE, "AdmissionCheck", None)
             if (ac.get("spec") or {}).get("controllerName") == wk.CHECK_CONTROLLER
         ]
-        raw_workloads = kube.list(KUEUE, "Workload", BRIDGE.namespace)
     except ResourceNotFoundError:
         return set()  # Kueue is not installed
+    raw_workloads = cache.workloads
     checks = [check_of(kube, ac) for ac in admission_checks]
     valid = {c.name: c for c in checks if c.policy is not None and c.cluster is not None}
     views = workloads_of(raw_workloads, valid)
@@ -149,7 +181,7 @@ def reconcile_bridge(kube: Kube) -> set[tuple[str, str]]:
     clusters = {c.cluster for c in valid.values() if c.cluster is not None}
     # Leases nobody holds on clusters no valid check names (a check deleted while
     # it lent): those clusters are reconciled with no policy, which releases them.
-    clusters |= clusters_with_leases(kube, live, BRIDGE.namespace)
+    clusters |= clusters_with_leases(kube, live, BRIDGE.namespace, cache.nodes)
     active: dict[str, tuple[bool, str, str]] = {
         c.name: (False, "InvalidParameters", c.problem) for c in checks if c.problem
     }
@@ -163,6 +195,7 @@ def reconcile_bridge(kube: Kube) -> set[tuple[str, str]]:
             [w for w in views if valid[w.check].cluster == key],
             elsewhere=live,
             raw_by_uid=raw_by_uid,
+            cache=cache,
         )
         if changed:
             relabelled.add(key)
@@ -181,6 +214,7 @@ def _reconcile_cluster(
     *,
     elsewhere: frozenset[str],
     raw_by_uid: Mapping[str, Manifest],
+    cache: Cache,
 ) -> tuple[tuple[bool, str, str], bool]:
     """The check's Active answer for this cluster, and whether lease labels changed."""
     namespace, name = key
@@ -193,7 +227,7 @@ def _reconcile_cluster(
     policies = tuple(c.policy for c in checks if c.policy is not None)
     # Jobs are read only when a policy may requeue them: a deep queue makes /jobs/ costly.
     with_jobs = any(p.requeue is not None for p in policies)
-    nodes, reservations, reachable, error = observe_nodes(kube, cluster, rest, with_jobs)
+    nodes, reservations, reachable, error = observe_nodes(kube, cluster, rest, with_jobs, cache)
     world = LendingWorld(
         checks=policies,
         workloads=tuple(workloads),

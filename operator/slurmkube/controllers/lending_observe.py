@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec, from_object
-from slurmkube.controllers.observe import FLEET
+from slurmkube.controllers.observe import NodeEntry
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
     LendingPolicy,
@@ -27,10 +27,21 @@ from slurmkube.lending import (
     workload_view,
 )
 from slurmkube.lending.model import WorkloadView
+from slurmkube.plan.cluster import PodView
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.rest import RestClient
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cache:
+    """What the operator's watches hold (kopf indexes), copied on the event loop
+    for one bridge round: a round lists no Nodes, pods or Workloads."""
+
+    nodes: Mapping[str, NodeEntry]
+    slurmd_pods: Mapping[tuple[str, str], tuple[PodView, ...]]
+    workloads: tuple[Manifest, ...]
 
 
 @dataclass(frozen=True)
@@ -43,22 +54,20 @@ class Check:
 
 
 def clusters_with_leases(
-    kube: Kube, live: frozenset[str], namespace: str | None
+    kube: Kube, live: frozenset[str], namespace: str | None, nodes: Mapping[str, NodeEntry]
 ) -> set[tuple[str, str]]:
     """SlurmClusters whose NodeSets select a node leased to no live Workload."""
     leased = [
-        n
-        for n in kube.list("v1", "Node", None, wk.LABEL_LEASE)
-        if (n["metadata"].get("labels") or {}).get(wk.LABEL_LEASE) not in live
+        e.labels
+        for e in nodes.values()
+        if wk.LABEL_LEASE in e.labels and e.labels[wk.LABEL_LEASE] not in live
     ]
     if not leased:
         return set()
     found = set()
     for raw in kube.list(wk.API_VERSION, "NodeSet", namespace):
         node_set = from_object(NodeSet, raw)
-        if any(
-            node_set.spec.node_selector.matches(n["metadata"].get("labels") or {}) for n in leased
-        ):
+        if any(node_set.spec.node_selector.matches(labels) for labels in leased):
             found.add(
                 (wk.namespace_or_default(node_set.metadata.namespace), node_set.spec.cluster_ref)
             )
@@ -111,7 +120,11 @@ def workloads_of(raw: Iterable[Manifest], checks: Mapping[str, Check]) -> list[W
 
 
 def observe_nodes(
-    kube: Kube, cluster: SlurmCluster, rest: RestClient | None, with_jobs: bool
+    kube: Kube,
+    cluster: SlurmCluster,
+    rest: RestClient | None,
+    with_jobs: bool,
+    cache: Cache,
 ) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
     namespace = wk.namespace_or_default(cluster.metadata.namespace)
     node_sets = [
@@ -119,7 +132,6 @@ def observe_nodes(
         for raw in kube.list(wk.API_VERSION, "NodeSet", namespace)
         if (raw.get("spec") or {}).get("clusterRef") == cluster.metadata.name
     ]
-    selector = f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NAME}=slurmd"
     # A terminating slurmd pod still counts: the check turns Ready only once it is
     # gone. Ready at deletionTimestamp would be safe for the GPUs (kube-scheduler
     # counts a terminating pod's requests until it is deleted, and Slurm has the
@@ -128,10 +140,7 @@ def observe_nodes(
     # hangs (a NotReady node keeps its pods Terminating until pod GC). On the
     # local runtime terminating -> gone measured 0.06 s (bench/bridge_live.py),
     # so waiting costs nothing measurable there.
-    with_pod = {
-        (p["metadata"].get("labels") or {}).get(wk.LABEL_NODE, "")
-        for p in kube.list("v1", "Pod", namespace, selector)
-    }
+    with_pod = {p.node for p in cache.slurmd_pods.get((namespace, cluster.metadata.name), ())}
     slurm_nodes: dict[str, Any] = {}
     reservations: tuple[ReservationView, ...] = ()
     held: dict[str, str] = {}
@@ -156,22 +165,20 @@ def observe_nodes(
             )
     domain = cluster.spec.topology.nvlink_domain_label
     views = []
-    for raw in kube.iter_items("v1", "Node", None):
-        meta = raw["metadata"]
-        labels = meta.get("labels") or {}
+    for name, entry in sorted(cache.nodes.items()):
+        labels, fleet = entry.labels, entry.fleet
         node_set = next((ns for ns in node_sets if ns.spec.node_selector.matches(labels)), None)
-        fleet = FLEET.convert(raw)
         if node_set is None or fleet is None:
             continue
-        s = slurm_nodes.get(meta["name"])
+        s = slurm_nodes.get(name)
         views.append(
             NodeView(
-                name=meta["name"],
+                name=name,
                 node_set=node_set.metadata.name,
-                block=labels.get(domain) or f"node/{meta['name']}",
+                block=labels.get(domain) or f"node/{name}",
                 gpus=fleet.gpus,
                 slurm=fold_slurm_state(
-                    has_slurmd_pod=meta["name"] in with_pod,
+                    has_slurmd_pod=name in with_pod,
                     known=s is not None,
                     busy=bool(s and s.busy),
                     responding=bool(s and s.responding),
@@ -179,10 +186,10 @@ def observe_nodes(
                     drained_by_us=bool(s and s.drained_by_us),
                 ),
                 lease=labels.get(wk.LABEL_LEASE, ""),
-                has_slurmd_pod=meta["name"] in with_pod,
-                cordoned=bool((raw.get("spec") or {}).get("unschedulable")),
-                slurm_reservation=held.get(meta["name"], ""),
-                jobs=jobs.get(meta["name"], ()),
+                has_slurmd_pod=name in with_pod,
+                cordoned=entry.cordoned,
+                slurm_reservation=held.get(name, ""),
+                jobs=jobs.get(name, ()),
             )
         )
     return tuple(views), reservations, rest is not None and not error, error

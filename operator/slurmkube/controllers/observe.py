@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,46 +38,29 @@ def _fleet_node_or_none(raw: Manifest) -> FleetNode | None:
         return None
 
 
-@dataclass
-class FleetCache:
-    """Node -> FleetNode, converted once per resourceVersion (render reads the cache)."""
-
-    entries: dict[str, tuple[str, FleetNode | None]]
-
-    def convert(self, raw: Manifest) -> FleetNode | None:
-        meta = raw["metadata"]
-        version = meta.get("resourceVersion", "")
-        cached = self.entries.get(meta["name"])
-        if cached and cached[0] == version:
-            return cached[1]
-        node = _fleet_node_or_none(raw)
-        self.entries[meta["name"]] = (version, node)
-        return node
-
-
 @dataclass(frozen=True, slots=True)
 class NodeEntry:
-    """What a cluster reconcile reads of one Kubernetes Node: the node as the fleet
-    model sees it (None: unusable labels or resources), and why it may not run
-    slurmd (None: it may)."""
+    """What a cluster reconcile and a bridge round read of one Kubernetes Node: the
+    node as the fleet model sees it (None: unusable labels or resources), why it
+    may not run slurmd (None: it may), whether it is cordoned, and its labels."""
 
     fleet: FleetNode | None
     unavailable: str | None
+    cordoned: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def node_entry(raw: Manifest) -> NodeEntry:
     """Converted once per Node event, by the operator's Node index (controllers/handlers.py)."""
     node = _fleet_node_or_none(raw)
     labels = raw["metadata"].get("labels") or {}
+    cordoned = bool((raw.get("spec") or {}).get("unschedulable"))
     unavailable = None
     if wk.LABEL_LEASE in labels:
         unavailable = f"lent to Kueue workload {labels[wk.LABEL_LEASE]}"
-    elif (raw.get("spec") or {}).get("unschedulable"):
+    elif cordoned:
         unavailable = "cordoned"
-    return NodeEntry(node, unavailable)
-
-
-FLEET = FleetCache({})
+    return NodeEntry(node, unavailable, cordoned, dict(labels))
 
 
 def slurm_view(node: Node) -> SlurmNodeView:
@@ -197,15 +180,14 @@ def observe(
     )
 
 
-def observe_rest(kube: Kube, snap: Snapshot, clients: SlurmClients) -> Snapshot:
+def observe_rest(
+    kube: Kube, snap: Snapshot, clients: SlurmClients, pods: tuple[PodView, ...]
+) -> Snapshot:
     """The snapshot with the rest of the world, read once the config is delivered:
-    the cluster's slurmd pods and what slurmrestd says of its nodes (and, while a
-    NodeSet autoscales, of pending jobs)."""
+    the cluster's slurmd pods (`pods`, from the operator's pod index) and what
+    slurmrestd says of its nodes (and, while a NodeSet autoscales, of pending jobs)."""
     bundle = snap.observed.bundle
     cluster = bundle.cluster
-    namespace, name = snap.cluster_obj["metadata"]["namespace"], cluster.metadata.name
-    selector = f"{wk.LABEL_CLUSTER}={name},{wk.LABEL_NAME}=slurmd"
-    pods = tuple(_pod_view(p) for p in kube.list("v1", "Pod", namespace, selector))
     slurm = clients.rest(kube, cluster)
     slurm_nodes: dict[str, SlurmNodeView] | None = None
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
@@ -274,7 +256,8 @@ def slurm_nodes_changed(
         return True
 
 
-def _pod_view(pod: dict[str, Any]) -> PodView:
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """Converted once per slurmd pod event, by the operator's pod index."""
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
     conditions = (pod.get("status") or {}).get("conditions") or []
