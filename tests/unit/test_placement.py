@@ -19,6 +19,7 @@ from slurmkube.placement import (
     choose_blocks,
     min_blocks_needed,
     place,
+    refused_alike,
 )
 
 F, I, B, L, U = (  # noqa: E741 - one letter per state, as in the fleet strings
@@ -153,6 +154,39 @@ def test_with_nodes_recomputes_only_what_changed() -> None:
     assert updated.block("b0").size == 3 and updated.block("b1").size == 5
     assert updated.block("b1") is not snapshot.block("b1")
     assert snapshot.block("b0").size == 4  # the old snapshot is untouched
+
+
+_NODE_CHANGES = st.lists(
+    st.lists(
+        st.tuples(
+            st.integers(0, 11),  # which node (8 exist; 8-11 are new)
+            st.sampled_from(["b0", "b1", "b2", "b3"]),
+            st.sampled_from([F, I, B, L, U]),
+            st.sampled_from([4, 8]),
+        ),
+        max_size=5,
+    ),
+    max_size=40,
+)
+
+
+@given(_NODE_CHANGES)
+@settings(max_examples=60, deadline=None)
+def test_a_snapshot_changed_step_by_step_is_the_snapshot_of_its_nodes(
+    steps: list[list[tuple[int, str, NodeState, int]]],
+) -> None:
+    snapshot = Snapshot.of(make_fleet("FFIB", "IILU"))
+    flat = dict(snapshot.nodes)
+    for step in steps:
+        changed = [Node(f"n{i:02d}", block, gpus, state) for i, block, state, gpus in step]
+        snapshot = snapshot.with_nodes(changed)
+        flat.update((n.name, n) for n in changed)
+    rebuilt = Snapshot.of(flat.values())
+    assert list(snapshot.nodes.items()) == list(flat.items())
+    assert len(snapshot) == len(flat)
+    assert snapshot.blocks == rebuilt.blocks
+    assert snapshot.max_gpus_per_node == rebuilt.max_gpus_per_node
+    assert all(snapshot.block(b.name) == b for b in rebuilt.blocks)
 
 
 def test_duplicate_node_names_are_rejected() -> None:
@@ -290,3 +324,15 @@ def test_incremental_snapshot_equals_a_fresh_one(nodes: list[Node], data: st.Dat
     fresh = Snapshot.of({**{n.name: n for n in nodes}, **{n.name: n for n in changed}}.values())
     assert incremental.blocks == fresh.blocks
     assert dict(incremental.nodes) == dict(fresh.nodes)
+
+
+@given(fleets(), requests)
+def test_a_refusal_holds_for_every_request_of_its_shape(
+    nodes: list[Node], request: GangRequest
+) -> None:
+    snapshot = Snapshot.of(nodes)
+    first = place(snapshot, replace(request, name="team-a/first"))
+    if first.placed:
+        return
+    other = replace(request, name="team-b/other")
+    assert refused_alike(first, other) == place(snapshot, other)

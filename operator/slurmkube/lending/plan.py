@@ -26,7 +26,7 @@ only when the fleet could never hold the request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurmkube.api import well_known as wk
@@ -48,7 +48,17 @@ from slurmkube.lending.model import (
 )
 from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
 from slurmkube.lending.sizing import NodeSizing, size_lend
-from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, Snapshot, Verdict, place
+from slurmkube.placement import (
+    BlockPolicy,
+    Decision,
+    GangRequest,
+    Node,
+    NodeState,
+    Snapshot,
+    Verdict,
+    place,
+    refused_alike,
+)
 
 # Slurm starts nothing new on reserved nodes for other users, and a reservation
 # can be made while jobs still run there (scontrol(1), Flags=IGNORE_JOBS).
@@ -66,13 +76,13 @@ def plan_lending(world: LendingWorld) -> LendingPlan:
     state = _Round(
         world=world,
         nodes={n.name: n for n in world.nodes},
+        leases=_leases(world.nodes),
         reservations={r.name: r for r in world.reservations},
-        snapshots={p.check: _snapshot(world.nodes, p) for p in world.checks},
-        pool_gpus={p.check: frozenset(n.gpus for n in _pool(world.nodes, p)) for p in world.checks},
+        policies=policies,
     )
     for w in holding.values():
         state.lent_by_check[w.check] = state.lent_by_check.get(w.check, 0) + len(
-            _leased_nodes(w.uid, state.nodes, state.reservations)
+            _leased_nodes(w.uid, state.leases, state.reservations)
         )
     lends: list[Lend] = []
     waiting: list[str] = []
@@ -82,7 +92,7 @@ def plan_lending(world: LendingWorld) -> LendingPlan:
             continue
         if lend.check is not None and lend.check.state is CheckState.RETRY:
             # Answering Retry gives the quota back: whatever was reserved goes too.
-            releases.append(_release_of(w.uid, state.nodes, state.reservations, check=lend.check))
+            releases.append(_release_of(w.uid, state.leases, state.reservations, check=lend.check))
             releasing.add(w.uid)
             continue
         if lend.waiting:
@@ -101,10 +111,40 @@ class _Round:
 
     world: LendingWorld
     nodes: dict[str, NodeView]
+    leases: Mapping[str, tuple[str, ...]]  # workload uid -> its lease-labelled nodes, by name
     reservations: dict[str, ReservationView]
-    snapshots: dict[str, Snapshot]
-    pool_gpus: dict[str, frozenset[int]]  # GPU counts of the nodes each check lends from
+    policies: Mapping[str, LendingPolicy]
+    # Made on first use: a round in which no workload needs placing (most rounds,
+    # once a queue is answered) builds no snapshot of the fleet.
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    pools: dict[str, frozenset[int]] = field(default_factory=dict)
     lent_by_check: dict[str, int] = field(default_factory=dict)
+    # Refusals on each check's current snapshot, by gang shape (the request with
+    # no name): a deep queue of a few shapes costs a few placements per round.
+    refused: dict[tuple[str, GangRequest], Decision] = field(default_factory=dict)
+
+    def pool_gpus(self, check: str) -> frozenset[int]:
+        """The GPU counts of the nodes `check` lends from."""
+        if check not in self.pools:
+            policy = self.policies[check]
+            self.pools[check] = frozenset(n.gpus for n in _pool(self.world.nodes, policy))
+        return self.pools[check]
+
+    def decide(self, check: str, gang: GangRequest) -> Decision:
+        snapshot = self.snapshots.get(check)
+        if snapshot is None:
+            snapshot = self.snapshots[check] = _snapshot(self.world.nodes, self.policies[check])
+        shape = (check, replace(gang, name=""))
+        earlier = self.refused.get(shape)
+        if earlier is not None:
+            return refused_alike(earlier, gang)
+        decision = place(snapshot, gang)
+        if decision.placed:
+            self.snapshots[check] = snapshot.reserve(decision)
+            self.refused = {k: d for k, d in self.refused.items() if k[0] != check}
+        else:
+            self.refused[shape] = decision
+        return decision
 
 
 # --- release ---------------------------------------------------------------------------
@@ -119,34 +159,44 @@ def _releases(
         uid = uid_of_reservation(res.name)
         if uid is not None and uid not in keep:
             uids.add(uid)
-    nodes = {n.name: n for n in world.nodes}
+    leases = _leases(world.nodes)
     reservations = {r.name: r for r in world.reservations}
     return [
-        replace(_release_of(uid, nodes, reservations), orphan=uid not in known)
+        replace(_release_of(uid, leases, reservations), orphan=uid not in known)
         for uid in sorted(uids)
     ]
 
 
+def _leases(nodes: Iterable[NodeView]) -> dict[str, tuple[str, ...]]:
+    """Workload uid -> the nodes labelled as lent to it, by name: one pass over the
+    fleet per round, not one per workload."""
+    leases: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.lease:
+            leases.setdefault(node.lease, []).append(node.name)
+    return {uid: tuple(sorted(names)) for uid, names in leases.items()}
+
+
 def _release_of(
     uid: str,
-    nodes: dict[str, NodeView],
+    leases: Mapping[str, tuple[str, ...]],
     reservations: dict[str, ReservationView],
     check: CheckUpdate | None = None,
 ) -> Release:
     name = reservation_name(uid)
     return Release(
         uid=uid,
-        unlabel=tuple(sorted(n.name for n in nodes.values() if n.lease == uid)),
+        unlabel=leases.get(uid, ()),
         delete_reservation=name if name in reservations else None,
         check=check,
     )
 
 
 def _leased_nodes(
-    uid: str, nodes: dict[str, NodeView], reservations: dict[str, ReservationView]
+    uid: str, leases: Mapping[str, tuple[str, ...]], reservations: dict[str, ReservationView]
 ) -> set[str]:
     res = reservations.get(reservation_name(uid))
-    return {n.name for n in nodes.values() if n.lease == uid} | set(res.nodes if res else ())
+    return set(leases.get(uid, ())) | set(res.nodes if res else ())
 
 
 # --- lend ------------------------------------------------------------------------------
@@ -156,7 +206,7 @@ def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:
     res = state.reservations.get(reservation_name(w.uid))
     if w.check_state is CheckState.READY:
         if res is None and state.world.slurm_reachable:
-            leased = tuple(sorted(n.name for n in state.nodes.values() if n.lease == w.uid))
+            leased = state.leases.get(w.uid, ())
             if leased:  # someone deleted the reservation under a running workload
                 return Lend(w.uid, create=_new_reservation(w.uid, leased, policy))
         return None
@@ -168,7 +218,7 @@ def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:
 
 
 def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
-    sizing = size_lend(w.pod_sets, state.pool_gpus[policy.check])
+    sizing = size_lend(w.pod_sets, state.pool_gpus(policy.check))
     if sizing is None:
         return Lend(
             w.uid,
@@ -202,13 +252,11 @@ def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
                     f"{gang.nodes} more do not fit",
                 ),
             )
-    snapshot = state.snapshots[policy.check]
-    decision = place(snapshot, gang)
+    decision = state.decide(policy.check, gang)
     if decision.verdict is Verdict.CAN_NEVER_FIT:
         return Lend(w.uid, check=_update(w, CheckState.REJECTED, decision.message))
     if decision.verdict is Verdict.DOES_NOT_FIT_NOW:
         return Lend(w.uid, check=_retry(w, policy, decision.message))
-    state.snapshots[policy.check] = snapshot.reserve(decision)
     state.lent_by_check[policy.check] = state.lent_by_check.get(policy.check, 0) + len(
         decision.nodes
     )

@@ -14,7 +14,7 @@ simulator (issue 9). The call a caller makes::
 """
 
 from slurmkube.placement.blocks import BlockTake, choose_blocks, min_blocks_needed
-from slurmkube.placement.engine import place
+from slurmkube.placement.engine import place, refused_alike
 from slurmkube.placement.model import (
     USABLE_STATES,
     BlockPolicy,
@@ -40,4 +40,5 @@ __all__ = [
     "choose_blocks",
     "min_blocks_needed",
     "place",
+    "refused_alike",
 ]

@@ -20,6 +20,9 @@ One decision, in the Kubernetes scheduler framework's phases
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from slurmkube.placement.blocks import BlockTake, choose_blocks, min_blocks_needed
 from slurmkube.placement.model import (
     BlockPolicy,
@@ -53,23 +56,23 @@ def place(snapshot: Snapshot, request: GangRequest) -> Decision:
     blocks = snapshot.blocks
     g = request.gpus_per_node
     below = request.busy_priority_below
-    free = [b.count(NodeState.FREE, g, below) for b in blocks]
-    idle = [b.count(NodeState.IDLE, g, below) for b in blocks]
+    free = snapshot.counts(NodeState.FREE, g, below)
+    idle = snapshot.counts(NodeState.IDLE, g, below)
     not_busy = [f + i for f, i in zip(free, idle, strict=True)]
     widest: tuple[NodeState, ...] = _NOT_BUSY
     widest_counts = not_busy
     target = _blocks_for(not_busy, request.nodes, single)
     if target is None and request.allow_busy:
-        busy = [b.count(NodeState.BUSY, g, below) for b in blocks]
+        busy = snapshot.counts(NodeState.BUSY, g, below)
         widest = _ANY_USABLE
         widest_counts = [n + b for n, b in zip(not_busy, busy, strict=True)]
         target = _blocks_for(widest_counts, request.nodes, single)
     if target is None:
-        return _refuse(request, Verdict.DOES_NOT_FIT_NOW, _short_message(blocks, request))
+        return _refuse(request, Verdict.DOES_NOT_FIT_NOW, _short_message(snapshot, request))
 
     # Narrowest states that still reach the minimum block count.
     # (When busy nodes were needed, free and idle ones alone could not fit at all.)
-    candidates: list[tuple[tuple[NodeState, ...], list[int]]] = []
+    candidates: list[tuple[tuple[NodeState, ...], Sequence[int]]] = []
     if widest is _NOT_BUSY:
         candidates.append((_FREE_ONLY, free))
     elif request.prefer_busy_below is not None:
@@ -78,7 +81,7 @@ def place(snapshot: Snapshot, request: GangRequest) -> Decision:
         bound = (
             request.prefer_busy_below if below is None else min(below, request.prefer_busy_below)
         )
-        preferred = [b.count(NodeState.BUSY, g, bound) for b in blocks]
+        preferred = snapshot.counts(NodeState.BUSY, g, bound)
         candidates.append((widest, [n + p for n, p in zip(not_busy, preferred, strict=True)]))
     candidates.append((widest, widest_counts))
     order = list(range(len(blocks)))  # blocks are sorted by name in the snapshot
@@ -94,7 +97,7 @@ def place(snapshot: Snapshot, request: GangRequest) -> Decision:
     raise AssertionError("the widest state set fits, so choose_blocks must succeed")
 
 
-def _blocks_for(counts: list[int], nodes: int, single: bool) -> int | None:
+def _blocks_for(counts: Sequence[int], nodes: int, single: bool) -> int | None:
     if single:
         return 1 if max(counts, default=0) >= nodes else None
     return min_blocks_needed(counts, nodes)
@@ -107,7 +110,7 @@ def _never_fits(snapshot: Snapshot, request: GangRequest) -> str | None:
             f"gang {request.name!r} needs {g} GPUs per node; the largest node in the "
             f"pool has {snapshot.max_gpus_per_node}"
         )
-    capacities = [b.capacity(g) for b in snapshot.blocks]
+    capacities = snapshot.counts(None, g)
     if request.block_policy is BlockPolicy.SINGLE_BLOCK:
         largest = max(capacities, default=0)
         if request.nodes > largest:
@@ -123,10 +126,17 @@ def _never_fits(snapshot: Snapshot, request: GangRequest) -> str | None:
     return None
 
 
-def _short_message(blocks: tuple[BlockAggregate, ...], request: GangRequest) -> str:
+def _short_message(snapshot: Snapshot, request: GangRequest) -> str:
     g = request.gpus_per_node
     below = request.busy_priority_below
-    usable = [b.count(NodeState.FREE, g, below) + b.count(NodeState.IDLE, g, below) for b in blocks]
+    usable = [
+        f + i
+        for f, i in zip(
+            snapshot.counts(NodeState.FREE, g, below),
+            snapshot.counts(NodeState.IDLE, g, below),
+            strict=True,
+        )
+    ]
     where = "in one NVLink block" if request.block_policy is BlockPolicy.SINGLE_BLOCK else "in all"
     have = (
         max(usable, default=0) if request.block_policy is BlockPolicy.SINGLE_BLOCK else sum(usable)
@@ -194,6 +204,17 @@ def _pick_in_block(
             if len(picked) == wanted:
                 return picked
     raise AssertionError(f"block {block.name} counted more usable nodes than it holds")
+
+
+def refused_alike(refusal: Decision, request: GangRequest) -> Decision:
+    """`refusal`, made for a request of the same shape on the same snapshot, as
+    `place` would answer `request`: every refusal message names the gang first,
+    and nothing else in it depends on the name."""
+    assert not refusal.placed, "only a refusal is the same for every request of its shape"
+    named = f"gang {refusal.request.name!r}"
+    assert refusal.message.startswith(named)
+    message = f"gang {request.name!r}" + refusal.message[len(named) :]
+    return replace(refusal, request=request, message=message)
 
 
 def _refuse(request: GangRequest, verdict: Verdict, message: str) -> Decision:
