@@ -526,6 +526,17 @@ def test_current_nodes_is_the_last_list_until_a_node_changes(cluster: LocalSlurm
             cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
 
 
+def test_jobs_listed_again_are_the_last_list_until_a_job_changes(cluster: LocalSlurm) -> None:
+    held = submit(cluster, "-p", "hgx", "-N", "1", "--hold")
+    with rest_client(cluster) as rest:
+        first = rest.list_jobs()
+        assert held in {j.job_id for j in first}
+        time.sleep(1.1)  # slurmctld counts a change in the listed second as a change
+        assert rest.list_jobs() == first
+        cluster.run("scontrol", "update", f"JobId={held}", "Name=renamed")
+        assert {j.job_id: j.name for j in rest.list_jobs()}[held] == "renamed"
+
+
 def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> None:
     """Last in the module: it stops this module's slurmrestd."""
     with rest_client(cluster, attempts=2) as rest:

@@ -345,3 +345,33 @@ def test_current_nodes_reads_every_node_only_after_a_change(
     assert [r.url.params["update_time"] for r in server.seen if r not in reads] == [
         str(first.update_time)
     ]
+
+
+def test_jobs_are_listed_again_only_when_slurmctld_changed_one() -> None:
+    # What 24.11's slurmrestd answers when slurmctld says SLURM_NO_CHANGE_IN_DATA.
+    unchanged = httpx.Response(
+        200,
+        json={
+            "jobs": [],
+            "last_update": {"set": False, "infinite": False, "number": 0},
+            "warnings": [
+                {
+                    "description": "No job changes since update_time[1796226837]",
+                    "source": "_op_handler_jobs",
+                }
+            ],
+            "errors": [],
+        },
+    )
+    answers = iter([recorded("jobs"), unchanged, recorded("jobs")])
+    server = Server({"GET /slurm/v0.0.42/jobs/": lambda _: next(answers)})
+    rest = client(server, data_parser="v0.0.42")
+    first = rest.list_jobs()
+    assert first
+    assert rest.list_jobs() == first  # unchanged: the last list
+    assert rest.list_jobs() == first  # changed: listed again (the same jobs here)
+    assert [r.url.params.get("update_time") for r in server.seen] == [
+        None,
+        "1796226837",
+        "1796226837",
+    ]

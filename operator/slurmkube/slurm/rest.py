@@ -216,6 +216,8 @@ class RestClient:
         # timeout, the calls whose answers do not grow with the fleet keep `timeout`.
         self._list_timeout = list_timeout
         self._last_nodes: NodeList | None = None
+        # Every job slurmctld listed last, and its time of that list (0: none yet).
+        self._last_jobs: tuple[int, tuple[Job, ...]] = (0, ())
 
     @property
     def url(self) -> str:
@@ -378,8 +380,18 @@ class RestClient:
 
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
+        """The jobs in `states`. Asked with the time of this client's last list:
+        slurmctld then sends no jobs when none changed (SLURM_NO_CHANGE_IN_DATA,
+        which slurmrestd answers with a warning, openapi/slurmctld jobs.c), and
+        the last list stands."""
         wanted = frozenset(states)
-        jobs = jobs_from(self._slurm("GET", "/jobs/", "list jobs"))
+        since, jobs = self._last_jobs
+        path = f"/jobs/?update_time={since}" if since else "/jobs/"
+        doc = self._slurm("GET", path, "list jobs", timeout=self._list_timeout)
+        listed_at = update_time_of(doc)
+        if listed_at or not since:
+            jobs = jobs_from(doc)
+            self._last_jobs = (listed_at, jobs)
         return tuple(j for j in jobs if j.state & wanted)
 
     def requeue_job(self, job_id: int) -> None:
