@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from slurmkube.cli import main
+from slurmkube_local.builders import NodeBuilder
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -128,6 +129,22 @@ def test_topology_yaml_holds_the_blocks_and_the_tree_with_the_plugin_as_default(
     )
     assert (network["topology"], network["cluster_default"]) == ("network", False)
     assert {"switch": "spine-01", "children": "leaf-[01-02]"} in network["tree"]["switches"]
+
+
+def test_topology_puts_a_full_and_a_degraded_nvl72_rack_both_in_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One full 18-node NVL72 domain, one with two trays missing (16 nodes).
+    full = [NodeBuilder(f"gb-{i:02d}").clique(1).gpus(4).dict() for i in range(1, 19)]
+    degraded = [NodeBuilder(f"gb-{i:02d}").clique(2).gpus(4).dict() for i in range(19, 35)]
+    fleet = tmp_path / "nodes.yaml"
+    fleet.write_text(yaml.safe_dump({"kind": "List", "items": full + degraded}))
+    code, out, err = run(capsys, "topology", "--nodes", str(fleet))
+    assert code == 0
+    blocks = [line for line in out.splitlines() if line.startswith("BlockName=")]
+    assert [line.split()[1] for line in blocks] == ["Nodes=gb-[01-18]", "Nodes=gb-[19-34]"]
+    assert "BlockSizes=16,32" in out.splitlines()
+    assert "left out" not in err
 
 
 def test_version_names_slurm(capsys: pytest.CaptureFixture[str]) -> None:

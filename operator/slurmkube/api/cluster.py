@@ -127,8 +127,9 @@ class TopologySpec(StrictModel):
     tier_labels: list[str] = Field(
         default_factory=lambda: [wk.LABEL_LEAF, wk.LABEL_SPINE], alias="tierLabels"
     )
-    # Base block size (topology.conf(5) BlockSizes). Unset: the largest NVLink
-    # domain. Smaller than the domain keeps spare nodes out of the base block.
+    # Base block size (topology.conf(5) BlockSizes). Unset: the size that puts the
+    # most nodes into base blocks (base x domains at least that large; for racks of
+    # 18 and 16 nodes, 16). Domains smaller than the base are left out and reported.
     block_size: int | None = Field(None, ge=1, le=4096, alias="blockSize")
     debounce_seconds: float = Field(1.0, ge=0, le=60, alias="debounceSeconds")
     """How long Node and NodeSet changes must be quiet before the config is rebuilt
