@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
+from slurmkube.api.health import HealthSpec
 from slurmkube.api.meta import (
     LabelSelector,
     ObjectMeta,
@@ -237,6 +238,7 @@ class SlurmClusterSpec(StrictModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     topology: TopologySpec = Field(default_factory=TopologySpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
     extra_config: list[str] = Field(
         default_factory=list,
         alias="extraConfig",
