@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, Literal
 
+from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
+from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import KubeNode
 
 Verdict = Literal["healthy", "sick", "held", "checking"]
 # The node's check job as Slurm shows it: none seen, running, or ended.
 CheckResult = Literal["none", "running", "passed", "failed"]
 SEVERITY_ORDER: Final = {"drain": 1, "fatal": 2}
+_CONDITION_STATUSES: Final = frozenset({"True", "False", "Unknown"})
+_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +160,24 @@ def health_node(
     slurm: SlurmHealthView | None,
     check: CheckResult = "none",
 ) -> HealthNode:
-    """A Kubernetes Node as the health planner reads it."""
+    """A Kubernetes Node as the health planner reads it; a value no API server would
+    hand out is an error naming the node and field."""
+    where = f"Node {node.metadata.name}"
+    name = grammar.hostname(node.metadata.name, f"{where} metadata.name")
+    for i, c in enumerate(node.status.conditions):
+        if c.status not in _CONDITION_STATUSES:
+            raise InvalidValue(
+                f"{where} status.conditions[{i}].status", c.status, "True, False or Unknown"
+            )
+    for i, t in enumerate(node.spec.taints):
+        if t.effect not in _TAINT_EFFECTS:
+            raise InvalidValue(
+                f"{where} spec.taints[{i}].effect",
+                t.effect,
+                "NoSchedule, PreferNoSchedule or NoExecute",
+            )
     return HealthNode(
-        name=node.metadata.name,
+        name=name,
         domain=node.metadata.labels.get(domain_label) or None,
         conditions=tuple((c.type, c.status) for c in node.status.conditions),
         taints=tuple(NodeTaint(t.key, t.value, t.effect) for t in node.spec.taints),
