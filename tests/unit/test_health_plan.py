@@ -265,6 +265,26 @@ def test_without_active_check_a_cleared_node_resumes_at_once() -> None:
     assert (verdict(p, "g"), kinds(p, "g")) == ("healthy", ["resume", "untaint"])
 
 
+def test_our_drain_found_without_memory_is_checked_before_it_counts_as_healthy() -> None:
+    first = plan([N("g").drained(HEALTH_DRAIN).taint(OURS)])
+    assert (verdict(first, "g"), kinds(first, "g")) == (
+        "checking",
+        ["reserve", "resume", "run-check"],
+    )
+    # Resumed for its check, the check runs: still checking, the reservation stays.
+    second = plan([N("g", check="running").taint(OURS)], first.memory, now=1060.0)
+    assert (verdict(second, "g"), kinds(second, "g")) == ("checking", [])
+
+
+def test_a_node_slurm_does_not_know_loses_its_taint_once_its_signals_clear() -> None:
+    p = plan([N("g", slurm=False).taint(OURS)], {"g": SICK_SINCE})
+    assert (verdict(p, "g"), kinds(p, "g")) == ("healthy", ["untaint"])
+
+
+def test_a_healthy_fleet_leaves_no_memory() -> None:
+    assert plan([N(f"g-{i}") for i in range(5)]).memory == {}
+
+
 def test_a_failed_check_below_the_hold_drains_and_waits_its_interval() -> None:
     kw: dict[str, Any] = {"recovery": {"failuresBeforeHold": 3, "checkIntervalSeconds": 300}}
     failed = plan([N("g", check="failed").taint(OURS)], {"g": CHECKING}, **kw)

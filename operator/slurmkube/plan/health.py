@@ -48,6 +48,8 @@ from slurmkube.plan.health_model import (
 
 __all__ = ["plan_health"]
 
+_EMPTY = NodeMemory()
+
 
 @dataclass(frozen=True, slots=True)
 class _Step:
@@ -149,10 +151,13 @@ def _healthy(n: _Node, memory: NodeMemory) -> _Step:
 
 def _recover(n: _Node, memory: NodeMemory, spec: RecoverySpec) -> _Step:
     """Signals clear on a node health took out: check it, then resume it."""
-    if n.foreign_drain or not spec.active_check:
+    if n.foreign_drain or not spec.active_check or n.node.slurm is None:
         # An admin (or another part of slurmkube) drained it since: theirs now.
+        # Not a Slurm node: nothing to check or resume, only the taint goes.
         return _healthy(n, memory)
     reservation = rules.check_reservation(n.node.name)
+    # Our drain found without a record (a lost memory): the episode starts now.
+    memory = replace(memory, sick_since=memory.sick_since or n.now)
     if memory.check_started is None:
         failed = memory.check_failed_at
         if failed is not None and n.now - failed < spec.check_interval_seconds:
@@ -190,7 +195,7 @@ def _step(node: HealthNode, memory: NodeMemory, spec: HealthSpec, now: float) ->
             memory = NodeMemory(acted_at=memory.acted_at)
         if finding.severity is not None:
             step = _sick(n, memory, finding, spec.recovery)
-        elif memory.sick_since is not None or n.our_drain:
+        elif memory.sick_since is not None or memory.check_started is not None or n.our_drain:
             step = _recover(n, memory, spec.recovery)
         else:
             step = _healthy(n, memory)
@@ -254,7 +259,8 @@ def plan_health(snap: HealthSnapshot, spec: HealthSpec) -> HealthPlan:
     circuit = _breaker(steps, snap, spec)
     return HealthPlan(
         verdicts=tuple(s.verdict for s in steps),
-        memory={s.verdict.node: s.memory for s in steps},
+        # A node with nothing to remember takes no room (a fleet is mostly healthy).
+        memory={s.verdict.node: s.memory for s in steps if s.memory != _EMPTY},
         escalations=_escalations(steps, snap, spec),
         circuit=circuit,
     )

@@ -50,7 +50,8 @@ class HealthNode:
     domain: str | None = None
     conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
     taints: tuple[NodeTaint, ...] = ()
-    # None: not a Slurm node (or Slurm could not be asked): no Slurm action.
+    # None: not a Slurm node: no Slurm action, and nothing to check before the taint
+    # goes. When Slurm cannot be asked, do not plan health at all (as plan.cluster).
     slurm: SlurmHealthView | None = None
     check: CheckResult = "none"
 
