@@ -312,6 +312,15 @@ def test_a_node_sick_twice_in_the_window_is_held_until_an_admin_resumes_it() -> 
     assert resumed.memory["g"].failures == ()
 
 
+def test_a_clock_that_starts_at_zero_is_still_a_clock() -> None:
+    first = plan([N("g").sick(NVLINK)], now=0.0)
+    again = plan(
+        [N("g").sick(NVLINK).drained(first.verdicts[0].actions[0].reason)], first.memory, 60.0
+    )
+    assert (again.memory["g"].sick_since, again.memory["g"].failures) == (0.0, (0.0,))
+    assert verdict(again, "g") == "sick"
+
+
 def test_failures_outside_the_window_do_not_count() -> None:
     old = NodeMemory(failures=(100.0,))
     p = plan([N("g").sick(NVLINK)], {"g": old}, now=100.0 + 3600 + 1)

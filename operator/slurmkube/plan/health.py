@@ -96,6 +96,11 @@ class _Node:
         return NodeVerdict(self.node.name, verdict, severity, causes, tuple(self.actions))
 
 
+def _or(time: float | None, default: float) -> float:
+    """`time` unless unset (a time of 0.0 is a time, not unset)."""
+    return default if time is None else time
+
+
 def _recent(times: Iterable[float], now: float, window: float) -> tuple[float, ...]:
     return tuple(t for t in times if t > now - window)
 
@@ -116,7 +121,7 @@ def _sick(n: _Node, memory: NodeMemory, finding: rules.Finding, spec: RecoverySp
     if memory.sick_since is None or memory.check_started is not None:
         # A new episode, or the fault came back during its check: one failure more.
         failures += (n.now,)
-    memory = replace(memory, sick_since=memory.sick_since or n.now, failures=failures)
+    memory = replace(memory, sick_since=_or(memory.sick_since, n.now), failures=failures)
     if len(failures) >= spec.failures_before_hold:
         return _held(n, memory, finding, spec)
     assert finding.severity is not None
@@ -157,7 +162,7 @@ def _recover(n: _Node, memory: NodeMemory, spec: RecoverySpec) -> _Step:
         return _healthy(n, memory)
     reservation = rules.check_reservation(n.node.name)
     # Our drain found without a record (a lost memory): the episode starts now.
-    memory = replace(memory, sick_since=memory.sick_since or n.now)
+    memory = replace(memory, sick_since=_or(memory.sick_since, n.now))
     if memory.check_started is None:
         failed = memory.check_failed_at
         if failed is not None and n.now - failed < spec.check_interval_seconds:
@@ -199,7 +204,7 @@ def _step(node: HealthNode, memory: NodeMemory, spec: HealthSpec, now: float) ->
             step = _recover(n, memory, spec.recovery)
         else:
             step = _healthy(n, memory)
-    acted = memory.acted_at is not None and memory.acted_at >= (memory.sick_since or now)
+    acted = memory.acted_at is not None and memory.acted_at >= _or(memory.sick_since, now)
     begins = step.verdict.verdict in ("sick", "held") and bool(step.verdict.actions) and not acted
     return replace(step, begins=begins)
 
@@ -213,7 +218,7 @@ def _breaker(steps: list[_Step], snap: HealthSnapshot, spec: HealthSpec) -> Circ
     )
     beginning = sorted(
         (i for i, s in enumerate(steps) if s.begins),
-        key=lambda i: (steps[i].memory.sick_since or snap.now, steps[i].verdict.node),
+        key=lambda i: (_or(steps[i].memory.sick_since, snap.now), steps[i].verdict.node),
     )
     waiting: list[str] = []
     for i in beginning:
