@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from slurmkube import SLURM_VERSION, __version__
-from slurmkube.api.documents import DocumentError, parse_cluster, parse_nodes
+from slurmkube.api.documents import ClusterBundle, DocumentError, parse_cluster, parse_nodes
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.render import plan_config, render_files
 
@@ -54,17 +54,12 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _topology(args: argparse.Namespace) -> int:
-    from slurmkube.api.documents import ClusterBundle
     from slurmkube.render.files import render_topology_conf, render_topology_yaml
     from slurmkube.topology.kueue import kueue_topology, resource_flavors
 
     try:
         nodes = parse_nodes(_load_yaml(args.nodes))
-        if args.cluster:
-            bundle = parse_cluster(_load_yaml(args.cluster))
-        else:
-            # No cluster given: every node, in one NodeSet, with default label keys.
-            bundle = parse_cluster(_default_cluster_documents())
+        bundle = _cluster_or_default(args.cluster)
         spec = bundle.cluster.spec.topology
         if args.format == "kueue":
             name = bundle.cluster.metadata.name
@@ -99,6 +94,50 @@ def _topology(args: argparse.Namespace) -> int:
     ]
     for note in filter(None, notes):
         print(f"# note: {note}", file=sys.stderr)
+    return 0
+
+
+def _cluster_or_default(path: str | None) -> ClusterBundle:
+    """The SlurmCluster in `path`; none given: every node, in one NodeSet, with
+    default label keys and defaults everywhere else."""
+    return parse_cluster(_load_yaml(path) if path else _default_cluster_documents())
+
+
+def _health(args: argparse.Namespace) -> int:
+    from slurmkube.plan.health import plan_health
+    from slurmkube.plan.health_model import HealthSnapshot, SlurmHealthView, health_node
+
+    try:
+        nodes = parse_nodes(_load_yaml(args.nodes))
+        spec = _cluster_or_default(args.cluster).cluster.spec
+        # No cluster to ask: each node as a Slurm node that runs a job, not drained,
+        # with no health history, so the worst first pass shows.
+        assumed = SlurmHealthView(drain=False, reason="", busy=True)
+        domain = spec.topology.nvlink_domain_label
+        snapshot = HealthSnapshot(tuple(health_node(n, domain, assumed) for n in nodes))
+    except (DocumentError, InvalidValue) as err:
+        raise UsageError(str(err)) from err
+    plan = plan_health(snapshot, spec.health)
+    print(
+        "# assuming each node is in Slurm, not drained, running a job, with no health history",
+        file=sys.stderr,
+    )
+    if not spec.health.rules:
+        print("# note: spec.health.rules is empty: no signal makes a node sick", file=sys.stderr)
+    width = max((len(v.node) for v in plan.verdicts), default=0)
+    for v in plan.verdicts:
+        why = f" ({v.severity}: {', '.join(v.causes)})" if v.severity else ""
+        wait = " [waits: circuit breaker open]" if v.waiting else ""
+        todo = "; ".join(a.describe() for a in v.actions) or "nothing"
+        print(f"{v.node:<{width}}  {v.verdict}{why}{wait} -> {todo}")
+    for e in plan.escalations:
+        print(f"domain {e.domain}: {e.out} of {len(e.nodes)} nodes out -> withhold from gangs")
+    circuit = plan.circuit
+    if circuit.open:
+        print(
+            f"circuit breaker open: {circuit.acted} of at most {circuit.allowed} nodes acted on; "
+            f"waiting: {', '.join(circuit.waiting)}"
+        )
     return 0
 
 
@@ -218,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the cluster's plugin as default), or the Kueue Topology and ResourceFlavors",
     )
     topology.set_defaults(func=_topology)
+
+    health = sub.add_parser(
+        "health", help="print each node's health verdict and the action it would get"
+    )
+    health.add_argument("--nodes", required=True, help="YAML of Node objects")
+    health.add_argument("--cluster", help="YAML with a SlurmCluster (its spec.health)")
+    health.set_defaults(func=_health)
 
     crd = sub.add_parser("crds", help="write the CRDs generated from the API models")
     crd.add_argument("--out", default="crds", help="directory (default: crds)")

@@ -20,6 +20,17 @@ class NodeBuilder:
         default_factory=lambda: {"cpu": "64", "memory": "256Gi", wk.RESOURCE_GPU: "4"}
     )
     ready: bool = True
+    conditions: list[dict[str, str]] = field(default_factory=list)
+    taints: list[dict[str, str]] = field(default_factory=list)
+
+    def condition(self, kind: str, status: str = "True") -> NodeBuilder:
+        """A Node condition beside Ready, as a node monitor (NPD, NVSentinel) sets it."""
+        self.conditions.append({"type": kind, "status": status})
+        return self
+
+    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> NodeBuilder:
+        self.taints.append({"key": key, "value": value, "effect": effect})
+        return self
 
     def clique(self, domain: str | int | None) -> NodeBuilder:
         if domain is None:
@@ -55,15 +66,19 @@ class NodeBuilder:
         return self.label("slurmkube.io/pool", pool)
 
     def dict(self) -> dict[str, Any]:
-        return {
+        ready = {"type": "Ready", "status": "True" if self.ready else "False"}
+        node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": self.name, "labels": dict(self.labels)},
             "status": {
                 "allocatable": dict(self.allocatable),
-                "conditions": [{"type": "Ready", "status": "True" if self.ready else "False"}],
+                "conditions": [ready, *(dict(c) for c in self.conditions)],
             },
         }
+        if self.taints:
+            node["spec"] = {"taints": [dict(t) for t in self.taints]}
+        return node
 
     def obj(self) -> KubeNode:
         return KubeNode.model_validate(self.dict())

@@ -148,6 +148,14 @@ def test_an_admins_drain_is_neither_held_again_nor_released() -> None:
     assert plan(fleet(n0=admin)).release == ()
 
 
+def test_a_health_drain_is_neither_held_over_nor_offered_nor_released() -> None:
+    sick = View(drain=True, reason="slurmkube:health: fatal condition SysLogsXIDError True")
+    for scaling in (plan(fleet(n0=sick), maxNodes=0), plan(fleet(n0=sick))):
+        assert "n0" not in scaling.hold
+        assert "n0" not in scaling.release
+        assert "n0" not in scaling.power_up
+
+
 def test_a_node_already_held_is_not_drained_again() -> None:
     held = View(drain=True, reason=f"{HOLD_LIMIT} (maxNodes 4)")
     scaling = plan(fleet(n4=held, n5=held, n6=held, n7=held), maxNodes=4)

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from slurmkube.cli import main
+from slurmkube_local.builders import NodeBuilder
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -130,6 +131,22 @@ def test_topology_yaml_holds_the_blocks_and_the_tree_with_the_plugin_as_default(
     assert {"switch": "spine-01", "children": "leaf-[01-02]"} in network["tree"]["switches"]
 
 
+def test_topology_puts_a_full_and_a_degraded_nvl72_rack_both_in_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One full 18-node NVL72 domain, one with two trays missing (16 nodes).
+    full = [NodeBuilder(f"gb-{i:02d}").clique(1).gpus(4).dict() for i in range(1, 19)]
+    degraded = [NodeBuilder(f"gb-{i:02d}").clique(2).gpus(4).dict() for i in range(19, 35)]
+    fleet = tmp_path / "nodes.yaml"
+    fleet.write_text(yaml.safe_dump({"kind": "List", "items": full + degraded}))
+    code, out, err = run(capsys, "topology", "--nodes", str(fleet))
+    assert code == 0
+    blocks = [line for line in out.splitlines() if line.startswith("BlockName=")]
+    assert [line.split()[1] for line in blocks] == ["Nodes=gb-[01-18]", "Nodes=gb-[19-34]"]
+    assert "BlockSizes=16,32" in out.splitlines()
+    assert "left out" not in err
+
+
 def test_version_names_slurm(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "version")
     assert code == 0
@@ -146,3 +163,110 @@ def test_committed_crds_are_what_the_models_generate(
         assert (committed / generated.name).read_text() == generated.read_text(), (
             f"crds/{generated.name} is stale: run `.venv/bin/slurmkube crds`"
         )
+
+
+HEALTH_RULES = {
+    "rules": [
+        {"condition": {"type": "GpuXidError"}, "severity": "fatal"},
+        {"taint": {"key": "nvidia.com/gpu-error"}, "severity": "drain"},
+    ],
+    "circuitBreaker": {"maxSickShare": 1},
+}
+
+
+def _health_files(tmp_path: Path, nodes: list[NodeBuilder], health: object) -> tuple[str, str]:
+    nodes_file, cluster_file = tmp_path / "nodes.yaml", tmp_path / "cluster.yaml"
+    nodes_file.write_text(yaml.safe_dump({"kind": "List", "items": [n.dict() for n in nodes]}))
+    docs = list(yaml.safe_load_all((EXAMPLES / "cluster.yaml").read_text()))
+    docs[0]["spec"]["health"] = health
+    cluster_file.write_text(yaml.safe_dump_all(docs))
+    return str(nodes_file), str(cluster_file)
+
+
+def test_health_prints_each_nodes_verdict_and_the_action_it_would_get(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = [
+        NodeBuilder("gb-1").clique(1).condition("GpuXidError"),
+        NodeBuilder("gb-2").clique(1).taint("nvidia.com/gpu-error", "xid-79"),
+        NodeBuilder("gb-3").clique(1),
+        NodeBuilder("gb-4").clique(1).condition("GpuXidError", "False"),
+    ]
+    nodes_file, cluster_file = _health_files(tmp_path, nodes, HEALTH_RULES)
+    code, out, err = run(capsys, "health", "--nodes", nodes_file, "--cluster", cluster_file)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("gb-1  sick (fatal: condition GpuXidError True) -> drain (")
+    assert "requeue its running jobs; taint slurmkube.io/unhealthy:NoSchedule" in lines[0]
+    assert lines[1].startswith("gb-2  sick (drain: taint nvidia.com/gpu-error) -> drain (")
+    assert "requeue" not in lines[1]
+    assert lines[2:4] == ["gb-3  healthy -> nothing", "gb-4  healthy -> nothing"]
+    assert lines[4].startswith("domain 3c9d6e2a-4b7f-4f3e-9a51-2d8c0e7b1f64.1: 2 of 4 nodes out")
+    assert "assuming each node is in Slurm" in err
+
+
+def test_health_says_when_the_circuit_breaker_holds_nodes_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = [NodeBuilder(f"g-{i}").condition("GpuXidError") for i in range(4)]
+    health = {**HEALTH_RULES, "circuitBreaker": {"maxSickShare": 0.5}}
+    nodes_file, cluster_file = _health_files(tmp_path, nodes, health)
+    code, out, _ = run(capsys, "health", "--nodes", nodes_file, "--cluster", cluster_file)
+    assert code == 0
+    assert "g-2  sick (fatal: condition GpuXidError True) [waits: circuit breaker open]" in out
+    assert "circuit breaker open: 2 of at most 2 nodes acted on; waiting: g-2, g-3" in out
+
+
+def test_health_without_a_cluster_has_no_rules_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes_file, _ = _health_files(tmp_path, [NodeBuilder("g-1").condition("GpuXidError")], {})
+    code, out, err = run(capsys, "health", "--nodes", nodes_file)
+    assert (code, out) == (0, "g-1  healthy -> nothing\n")
+    assert "spec.health.rules is empty" in err
+
+
+@pytest.mark.parametrize(
+    ("node", "health", "field"),
+    [
+        pytest.param(
+            {"metadata": {"name": "g-1"}, "spec": {"taints": [{"effect": "NoSchedule"}]}},
+            HEALTH_RULES,
+            "Node g-1: spec.taints.0.key",
+            id="a-taint-without-key",
+        ),
+        pytest.param(
+            {"metadata": {"name": "g-1"}, "status": {"conditions": [{"type": "X", "status": "y"}]}},
+            HEALTH_RULES,
+            "Node g-1 status.conditions[0].status",
+            id="a-condition-status-no-api-server-writes",
+        ),
+        pytest.param(
+            {"metadata": {"name": "G_1"}},
+            HEALTH_RULES,
+            "Node G_1 metadata.name",
+            id="a-node-name-slurm-cannot-take",
+        ),
+        pytest.param(
+            {"metadata": {"name": "g-1"}},
+            {"rules": [{"condition": {"type": "X"}, "severity": "reboot"}]},
+            "spec.health.rules.0.severity",
+            id="an-unknown-severity",
+        ),
+    ],
+)
+def test_health_bad_input_exits_2_naming_the_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    node: dict[str, object],
+    health: object,
+    field: str,
+) -> None:
+    nodes_file, cluster_file = _health_files(tmp_path, [], health)
+    Path(nodes_file).write_text(
+        yaml.safe_dump({"kind": "List", "items": [{"kind": "Node", **node}]})
+    )
+    code, out, err = run(capsys, "health", "--nodes", nodes_file, "--cluster", cluster_file)
+    assert code == 2
+    assert field in err
+    assert err.count("\n") == 1 and out == ""

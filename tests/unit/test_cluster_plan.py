@@ -15,6 +15,7 @@ from slurmkube.plan.cluster import (
     configure,
     plan_cluster,
     topology_applied,
+    undrain_candidates,
 )
 from slurmkube.slurm.models import Node as SlurmNode
 from slurmkube.slurm.protocol import SlurmClient
@@ -231,3 +232,14 @@ def test_topology_applied_names_the_file_hash_and_counts_and_follows_the_reconfi
         reason,
     )
     assert condition.message.startswith(plan.topology_summary)
+
+
+def test_a_wanted_node_is_undrained_only_from_a_non_health_drain_of_ours() -> None:
+    desired = {"gpu": ("a", "b", "c", "d")}
+    slurm = {
+        "a": SlurmNodeView("a", busy=False, drain=True, reason="slurmkube: slurmd pod removal"),
+        "b": SlurmNodeView("b", busy=False, drain=True, reason="slurmkube:health: fatal x"),
+        "c": SlurmNodeView("c", busy=False, drain=True, reason="RMA bad GPU"),
+        "d": idle("d"),
+    }
+    assert undrain_candidates(desired, slurm) == ["a"]

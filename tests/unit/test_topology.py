@@ -18,7 +18,7 @@ from slurmkube.topology.fleet import (
     node_changed,
     node_fingerprint,
 )
-from slurmkube.topology.model import FleetTopology, build_topology
+from slurmkube.topology.model import FleetTopology, build_topology, default_base_block_size
 from slurmkube_local.builders import NodeBuilder, bundle, nvl_fleet
 
 
@@ -33,9 +33,67 @@ def test_domains_smaller_than_the_base_block_stay_out_of_the_file() -> None:
     assert topo.undersized_blocks == ("3c9d6e2a-4b7f-4f3e-9a51-2d8c0e7b1f64.2",)
 
 
-def test_default_block_size_is_the_largest_domain() -> None:
+def test_default_block_size_of_equal_domains_is_their_size() -> None:
     nodes = [NodeBuilder(f"g-{i}").clique(1 + i // 18) for i in range(36)]
     assert topology_of(nodes).block_sizes == (18, 36)
+
+
+def _fleet(*sizes: int) -> list[NodeBuilder]:
+    """One NVLink domain per size, nodes numbered across the fleet."""
+    nodes, n = [], 0
+    for domain, size in enumerate(sizes, start=1):
+        for _ in range(size):
+            n += 1
+            nodes.append(NodeBuilder(f"g-{n}").clique(domain))
+    return nodes
+
+
+@pytest.mark.parametrize(
+    ("sizes", "base", "sizes_out", "left_out"),
+    [
+        pytest.param((18, 16), 16, (16, 32), 0, id="a-degraded-rack-lowers-the-base"),
+        pytest.param((18, 18, 16), 16, (16, 32), 0, id="three-racks-one-degraded"),
+        pytest.param((18, 18, 18, 4), 18, (18, 36), 1, id="a-stub-domain-stays-out"),
+        pytest.param((4, 2), 4, (4,), 1, id="ties-go-to-the-larger-base"),
+        pytest.param((8,), 8, (8,), 0, id="one-domain"),
+        pytest.param((18, 17, 16, 15), 15, (15, 30, 60), 0, id="each-rack-missing-more"),
+    ],
+)
+def test_default_base_block_size_offers_base_segments_the_most_nodes(
+    sizes: tuple[int, ...], base: int, sizes_out: tuple[int, ...], left_out: int
+) -> None:
+    topo = topology_of(_fleet(*sizes))
+    assert topo.block_sizes == sizes_out
+    assert topo.block_sizes[0] == base
+    assert len(topo.blocks) == len(sizes) - left_out
+    assert len(topo.undersized_blocks) == left_out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 80), min_size=1, max_size=12))
+def test_default_base_is_never_beaten_by_another_base(sizes: list[int]) -> None:
+    base = default_base_block_size(sizes)
+
+    def capacity(b: int) -> int:
+        return b * sum(size >= b for size in sizes)
+
+    assert base in sizes
+    assert all(
+        capacity(base) > capacity(b) or (capacity(base) == capacity(b) and base >= b)
+        for b in range(1, max(sizes) + 1)
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 20), min_size=1, max_size=6))
+def test_every_domain_is_in_a_block_or_reported_never_smaller_than_the_base(
+    sizes: list[int],
+) -> None:
+    topo = topology_of(_fleet(*sizes))
+    base = topo.block_sizes[0]
+    assert all(len(b.nodes) >= base for b in topo.blocks)
+    assert len(topo.blocks) + len(topo.undersized_blocks) == len(sizes)
+    assert sum(size < base for size in sizes) == len(topo.undersized_blocks)
 
 
 def test_nodes_without_labels_are_counted_and_fall_back() -> None:

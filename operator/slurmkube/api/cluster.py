@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
+from slurmkube.api.health import HealthSpec
 from slurmkube.api.meta import (
     LabelSelector,
     ObjectMeta,
@@ -127,8 +128,9 @@ class TopologySpec(StrictModel):
     tier_labels: list[str] = Field(
         default_factory=lambda: [wk.LABEL_LEAF, wk.LABEL_SPINE], alias="tierLabels"
     )
-    # Base block size (topology.conf(5) BlockSizes). Unset: the largest NVLink
-    # domain. Smaller than the domain keeps spare nodes out of the base block.
+    # Base block size (topology.conf(5) BlockSizes). Unset: the size that puts the
+    # most nodes into base blocks (base x domains at least that large; for racks of
+    # 18 and 16 nodes, 16). Domains smaller than the base are left out and reported.
     block_size: int | None = Field(None, ge=1, le=4096, alias="blockSize")
     debounce_seconds: float = Field(1.0, ge=0, le=60, alias="debounceSeconds")
     """How long Node and NodeSet changes must be quiet before the config is rebuilt
@@ -236,6 +238,7 @@ class SlurmClusterSpec(StrictModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     topology: TopologySpec = Field(default_factory=TopologySpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
     extra_config: list[str] = Field(
         default_factory=list,
         alias="extraConfig",

@@ -51,6 +51,11 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
             if key == "const":
                 out["enum"] = [value]
                 continue
+            if key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+                # JSON Schema 2020 gives the bound; OpenAPI v3 (the API server) a flag.
+                out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+                out[key] = True
+                continue
             if key == "properties":
                 out[key] = {name: walk(v) for name, v in value.items()}
             else:

@@ -31,6 +31,7 @@ __all__ = [
     "gres_type",
     "hostname",
     "joined",
+    "node_reason",
     "param_list",
     "partition_name",
     "slurm_time",
@@ -271,6 +272,28 @@ def joined(tokens: Iterable[SlurmToken], sep: str = ",") -> SlurmToken:
         if not isinstance(item, SlurmToken):
             raise TypeError(f"refusing to join unvalidated {item!r}")
     return SlurmToken(sep.join(items))
+
+
+# A node Reason= (scontrol(1) update NodeName; shown by `sinfo -R`). scontrol
+# parses each argv element as one `Key=Value` (src/scontrol/update_node.c), so
+# no `=` (a second key), no quotes (scontrol strips them), no backslash; spaces
+# are fine inside one argv element. Printable ASCII, at most 200 characters.
+_NODE_REASON: Final = re.compile(r"[A-Za-z0-9][ !#-&(-<>-\[\]-~]{0,199}")
+
+
+def node_reason(value: object, where: str = "reason") -> str:
+    """A Slurm node reason. A plain str, not a SlurmToken: it has spaces, so it goes
+    into a command's argv or a REST body, never into a Slurm file."""
+    if not isinstance(value, str) or not _matches(_NODE_REASON, value):
+        raise InvalidValue(
+            where=where,
+            value=str(value),
+            accepted="1-200 printable ASCII characters starting alphanumeric, "
+            "without '=', quotes or '\\'",
+        )
+    if value != value.strip():
+        raise InvalidValue(where, value, "a reason without leading or trailing spaces")
+    return value
 
 
 _IPV4: Final = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)")

@@ -19,6 +19,14 @@ class NodeCondition(LenientModel):
     status: str
 
 
+class Taint(LenientModel):
+    """core/v1 Taint."""
+
+    key: str
+    value: str = ""
+    effect: str
+
+
 class NodeStatus(LenientModel):
     capacity: dict[str, str] = Field(default_factory=dict)
     allocatable: dict[str, str] = Field(default_factory=dict)
@@ -27,6 +35,7 @@ class NodeStatus(LenientModel):
 
 class NodeSpecK8s(LenientModel):
     unschedulable: bool = False
+    taints: list[Taint] = Field(default_factory=list)
 
 
 class KubeNode(LenientModel):

@@ -5,8 +5,8 @@ and reject bad input with the field's path. CRD schemas are generated from
 them, so a field documented here is documented in `kubectl explain`.
 Field names are the camelCase JSON names, as in every Kubernetes API.
 
-The models live one module per kind (`cluster`, `nodeset`,
-`reservation_check`, `kube_node`, `status`, `meta`); this module is their
+The models live one module per kind (`cluster` with its `health` part,
+`nodeset`, `reservation_check`, `kube_node`, `status`, `meta`); this module is their
 public import path.
 """
 
@@ -29,11 +29,21 @@ from slurmkube.api.cluster import (
     SlurmdSpec,
     TopologySpec,
 )
+from slurmkube.api.health import (
+    CircuitBreakerSpec,
+    ConditionMatch,
+    HealthRule,
+    HealthSpec,
+    RackEscalationSpec,
+    RecoverySpec,
+    TaintMatch,
+)
 from slurmkube.api.kube_node import (
     KubeNode,
     NodeCondition,
     NodeSpecK8s,
     NodeStatus,
+    Taint,
 )
 from slurmkube.api.meta import (
     LabelSelector,
@@ -72,11 +82,15 @@ __all__ = [
     "AutoscalingStatus",
     "BackfillSpec",
     "BusyNodePolicy",
+    "CircuitBreakerSpec",
     "ClusterRef",
     "Condition",
+    "ConditionMatch",
     "ControllerSpec",
     "DatabaseRef",
     "GpuCounts",
+    "HealthRule",
+    "HealthSpec",
     "KubeNode",
     "LabelSelector",
     "LabelSelectorRequirement",
@@ -93,6 +107,8 @@ __all__ = [
     "PartitionSpec",
     "PersistenceSpec",
     "PriorityWeights",
+    "RackEscalationSpec",
+    "RecoverySpec",
     "RestApiSpec",
     "SchedulerSpec",
     "SlurmCluster",
@@ -102,6 +118,8 @@ __all__ = [
     "SlurmReservationCheckSpec",
     "SlurmdSpec",
     "StrictModel",
+    "Taint",
+    "TaintMatch",
     "Toleration",
     "TopologySpec",
     "UpdateStrategy",

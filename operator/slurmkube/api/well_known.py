@@ -45,6 +45,20 @@ def is_ours(reason: str) -> bool:
     return reason.startswith(DRAIN_REASON_PREFIX)
 
 
+# Drains for node health carry this prefix (a kind of `DRAIN_REASON_PREFIX`):
+# only the health planner resumes them, once the node has proven healthy.
+HEALTH_REASON_PREFIX: Final = f"{DRAIN_REASON_PREFIX}health:"
+# The taint that keeps Kueue (TAS) and kube-scheduler off a sick node.
+TAINT_UNHEALTHY: Final = f"{GROUP}/unhealthy"
+# Reservations for a node's active check are named this prefix + the node.
+CHECK_RESERVATION_PREFIX: Final = "slurmkube-check-"
+
+
+def is_health_drain(reason: str) -> bool:
+    """A node reason the health planner wrote (resumed only after proof)."""
+    return reason.startswith(HEALTH_REASON_PREFIX)
+
+
 DEFAULT_SLURM_IMAGE: Final = "slurmkube/slurm:24.11.5"
 
 # Labels on every object slurmkube creates (Kubernetes recommended labels).

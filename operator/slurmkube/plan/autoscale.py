@@ -191,8 +191,9 @@ def _limit_reason(spec: AutoscalingSpec) -> str:
 
 
 def _foreign_drain(node: PowerNode) -> bool:
-    """Drained by someone else (an admin): theirs to undo, never ours to hold or release."""
-    return node.drain and not wk.is_ours(node.reason)
+    """Drained by someone else (an admin, or health for a sick node): theirs to undo,
+    never autoscaling's to hold, offer or release."""
+    return node.drain and (not wk.is_ours(node.reason) or wk.is_health_drain(node.reason))
 
 
 def _excess(kept: Sequence[str], slurm_nodes: Mapping[str, PowerNode], limit: int) -> list[str]:

@@ -375,9 +375,15 @@ def topology_applied(config_applied: Condition, summary: str) -> Condition:
 def undrain_candidates(
     desired: Mapping[str, tuple[str, ...]], slurm_nodes: Mapping[str, SlurmNodeView]
 ) -> list[str]:
-    """Nodes we drained that are wanted again (scale-in undone): resume them."""
+    """Nodes we drained that are wanted again (scale-in undone): resume them.
+
+    Not health's drains: a sick node comes back only through plan.health."""
     wanted = {n for nodes in desired.values() for n in nodes}
-    return sorted(n for n, s in slurm_nodes.items() if n in wanted and s.drained_by_us)
+    return sorted(
+        n
+        for n, s in slurm_nodes.items()
+        if n in wanted and s.drained_by_us and not wk.is_health_drain(s.reason)
+    )
 
 
 def desired_slurmd_nodes(

@@ -48,22 +48,10 @@ __all__ = [
     "user_name",
 ]
 
-# Printable ASCII without `=` (a second key), quotes (scontrol strips them) and
-# backslash; spaces inside are fine because each argv element is one value.
-_REASON: Final = re.compile(r"[A-Za-z0-9][ !#-&(-<>-\[\]-~]{0,199}")
-
 
 def reason(value: object, where: str = "reason") -> str:
-    """A node Reason= (shown by `sinfo -R`): 1-200 printable characters."""
-    token = _check(
-        _REASON,
-        value,
-        where,
-        "1-200 printable ASCII characters starting alphanumeric, without '=', quotes or '\\'",
-    )
-    if token != token.strip():
-        raise InvalidValue(where, token, "a reason without leading or trailing spaces")
-    return token
+    """A node Reason= (shown by `sinfo -R`): the grammar planners use too."""
+    return grammar.node_reason(value, where)
 
 
 def drain_reason(value: str) -> str:

@@ -8,7 +8,9 @@ adding a node touches only the block or switch it joins.
 Fallbacks, so one bad or missing label never breaks the whole cluster:
 - a node without a (valid) NVLink domain label is in no block, and so is a
   domain smaller than the base block size (slurmctld refuses such a block);
-  both are counted and reported;
+  both are counted and reported. The default base is the size that puts the
+  most nodes into base blocks (`default_base_block_size`), so a degraded rack
+  lowers the base instead of dropping out;
 - a node without a tier label hangs under an `unknown` switch at that tier.
 """
 
@@ -135,7 +137,7 @@ def _blocks(
 ) -> tuple[tuple[Block, ...], tuple[int, ...], tuple[str, ...]]:
     if not domains:
         return (), (), ()
-    base = block_size or max(len(members) for members in domains.values())
+    base = block_size or default_base_block_size(len(members) for members in domains.values())
 
     # Slurm pairs *adjacent* blocks into higher-level blocks (topology.conf(5)
     # BlockSizes), so blocks that share a network position are listed together.
@@ -160,6 +162,24 @@ def _blocks(
     while sizes[-1] * 2 <= base * len(blocks):
         sizes.append(sizes[-1] * 2)
     return blocks, tuple(sizes), undersized
+
+
+def default_base_block_size(domain_sizes: Iterable[int]) -> int:
+    """The base block size that offers base-size segments the most nodes.
+
+    A base of `b` puts `b x (domains of at least b nodes)` nodes in base blocks;
+    the best `b` is always some domain's size, ties go to the larger base
+    (fewer, larger segments). Domains of 18 and 16 nodes give 16: both racks
+    stay in the topology, where the largest domain (18) would leave a rack
+    with two trays missing out of it entirely. A larger block is accepted as it
+    is (topology.conf(5) BlockSizes: "Each block must have at least the
+    planning base block size count of nodes").
+    """
+    sizes = sorted(domain_sizes, reverse=True)
+    if not sizes:
+        raise ValueError("no NVLink domain to size a block from")
+    # sizes[i] is the (i+1)-th largest domain: i+1 domains have at least sizes[i] nodes.
+    return max((size * (i + 1), size) for i, size in enumerate(sizes))[1]
 
 
 def _switches(paths: dict[SlurmToken, tuple[str, ...]], tiers: Sequence[str]) -> tuple[Switch, ...]:
