@@ -33,6 +33,8 @@ VALIDATORS: dict[str, Validator] = {
     "gres_type": grammar.gres_type,
     "topology_name": grammar.topology_name,
     "slurm_time": grammar.slurm_time,
+    "slurm_account": grammar.slurm_account,
+    "slurm_user": grammar.slurm_user,
 }
 
 
@@ -58,6 +60,9 @@ def test_validators_refuse_line_breaking_values(name: str, value: str) -> None:
         ("slurm_time", "2-00:00:00"),
         ("slurm_time", "UNLIMITED"),
         ("slurm_time", "90"),
+        ("slurm_account", "team-a"),
+        ("slurm_user", "alice.smith"),
+        ("slurm_user", "_svc-batch"),
     ],
 )
 def test_validators_accept_domain_values(name: str, value: str) -> None:

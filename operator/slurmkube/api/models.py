@@ -6,12 +6,21 @@ them, so a field documented here is documented in `kubectl explain`.
 Field names are the camelCase JSON names, as in every Kubernetes API.
 
 The models live one module per kind (`cluster`, `nodeset`,
-`reservation_check`, `kube_node`, `status`, `meta`); this module is their
+`reservation_check`, `allocation_source`, `kube_node`, `status`, `meta`); this module is their
 public import path.
 """
 
 from __future__ import annotations
 
+from slurmkube.api.allocation_source import (
+    AllocationDocument,
+    AllocationSource,
+    AllocationSourceSpec,
+    AllocationSourceStatus,
+    Team,
+    TeamQuota,
+    Tier,
+)
 from slurmkube.api.cluster import (
     AccountingSpec,
     AuthSpec,
@@ -67,6 +76,10 @@ from slurmkube.api.status import (
 
 __all__ = [
     "AccountingSpec",
+    "AllocationDocument",
+    "AllocationSource",
+    "AllocationSourceSpec",
+    "AllocationSourceStatus",
     "AuthSpec",
     "AutoscalingSpec",
     "AutoscalingStatus",
@@ -102,6 +115,9 @@ __all__ = [
     "SlurmReservationCheckSpec",
     "SlurmdSpec",
     "StrictModel",
+    "Team",
+    "TeamQuota",
+    "Tier",
     "Toleration",
     "TopologySpec",
     "UpdateStrategy",
