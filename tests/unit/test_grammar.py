@@ -35,6 +35,7 @@ VALIDATORS: dict[str, Validator] = {
     "slurm_time": grammar.slurm_time,
     "slurm_account": grammar.slurm_account,
     "slurm_user": grammar.slurm_user,
+    "slurm_qos": grammar.slurm_qos,
 }
 
 
@@ -61,6 +62,7 @@ def test_validators_refuse_line_breaking_values(name: str, value: str) -> None:
         ("slurm_time", "UNLIMITED"),
         ("slurm_time", "90"),
         ("slurm_account", "team-a"),
+        ("slurm_qos", "budget-team-a"),
         ("slurm_user", "alice.smith"),
         ("slurm_user", "_svc-batch"),
     ],

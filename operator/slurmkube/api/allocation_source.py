@@ -18,14 +18,15 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from slurmkube.api import grammar
 from slurmkube.api.meta import LenientModel, ObjectMeta, StrictModel
 from slurmkube.api.status import Condition
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-_ACCOUNT = {"pattern": grammar.SCHEMA_PATTERNS["account"]}
-_URL = {"pattern": r"^https?://[^\s]+$"}
+_ACCOUNT: JsonDict = {"pattern": grammar.SCHEMA_PATTERNS["account"]}
+_URL: JsonDict = {"pattern": r"^https?://[^\s]+$"}
 
 
 class TeamMembers(StrictModel):
@@ -54,7 +55,7 @@ class TeamMembers(StrictModel):
     @field_validator("slurm_users")
     @classmethod
     def _users(cls, v: list[str]) -> list[str]:
-        users = [grammar.slurm_user(u, f"[{i}]") for i, u in enumerate(v)]
+        users: list[str] = [grammar.slurm_user(u, f"[{i}]") for i, u in enumerate(v)]
         if len(set(users)) != len(users):
             raise ValueError("a user is listed twice")
         return users

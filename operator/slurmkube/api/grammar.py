@@ -34,6 +34,7 @@ __all__ = [
     "param_list",
     "partition_name",
     "slurm_account",
+    "slurm_qos",
     "slurm_time",
     "slurm_user",
     "topology_name",
@@ -82,7 +83,7 @@ SCHEMA_PATTERNS: Final = {
     # RE2 repeat counts stop at 1000, so the length is the schema's maxLength.
     "config_line": r"^[A-Za-z]{2,40}=[!-\"$-~]+$",
     "hostname": r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$",
-    "account": r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$",
+    "account": r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$",
     "user": r"^[a-z_][a-z0-9_.-]{0,31}$",
 }
 
@@ -176,7 +177,7 @@ def slurm_time(value: object, where: str) -> SlurmToken:
 # are arguments of `sacctmgr -i add|modify|delete ... Key=Value`: a `,` would
 # split a list, `=` or a space a new key. A policy team's account name is also
 # the name of its Kueue ClusterQueue and LocalQueues, so it is a DNS label too.
-_ACCOUNT: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?")
+_ACCOUNT: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?")
 
 
 def slurm_account(value: object, where: str) -> SlurmToken:
@@ -185,8 +186,16 @@ def slurm_account(value: object, where: str) -> SlurmToken:
         _ACCOUNT,
         value,
         where,
-        "a lowercase letter, then up to 39 of [a-z0-9-], not ending in '-'",
+        "a lowercase letter, then up to 31 of [a-z0-9-], not ending in '-'",
     )
+
+
+# A QOS slurmkube names after a team or tier (`budget-<team>`, `tier-<tier>`).
+_QOS: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?")
+
+
+def slurm_qos(value: object, where: str) -> SlurmToken:
+    return _check(_QOS, value, where, "a lowercase letter, then up to 39 of [a-z0-9-]")
 
 
 # POSIX portable user names (useradd(8)); Slurm user names are login names.
