@@ -83,6 +83,9 @@ def slurm_config(policy: Policy) -> tuple[tuple[str, SlurmToken], ...]:
         ("PriorityType", SlurmToken("priority/multifactor")),
         ("PriorityDecayHalfLife", half_life(policy.half_life_hours)),
         ("AccountingStorageEnforce", SlurmToken(ENFORCE)),
+        # GrpTRES/GrpTRESMins on gres/gpu need the TRES tracked: slurmctld
+        # registers it with slurmdbd, else sacctmgr says "no TRES known".
+        ("AccountingStorageTRES", SlurmToken("gres/gpu")),
         ("PreemptType", SlurmToken("preempt/qos")),
         ("PreemptMode", SlurmToken("REQUEUE")),
     )
