@@ -132,17 +132,26 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_one(path: str | None) -> Any:
+    if path is None:
+        return None
+    documents = [d for d in _load_yaml(path) if d is not None]
+    if len(documents) != 1:
+        raise UsageError(f"{path}: expected one document, found {len(documents)}")
+    return documents[0]
+
+
 def _policy_plan(args: argparse.Namespace) -> int:
     from slurmkube.plan.policy import PolicyError, plan_text, policy_from_object
+    from slurmkube.plan.policy.sources import SourceAnswers
 
-    documents = [d for d in _load_yaml(args.source) if d is not None]
-    if len(documents) != 1:
-        raise UsageError(
-            f"{args.source}: expected one AllocationSource or allocations document, "
-            f"found {len(documents)}"
-        )
+    answers = SourceAnswers(
+        document=_load_one(args.teams),
+        coldfront_allocations=_load_one(args.coldfront_allocations),
+        coldfront_projects=_load_one(args.coldfront_projects),
+    )
     try:
-        policy = policy_from_object(documents[0], args.source)
+        policy = policy_from_object(_load_one(args.source), args.source, answers)
     except (PolicyError, InvalidValue) as err:
         raise UsageError(str(err)) from err
     print(plan_text(policy), end="")
@@ -256,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--source",
         required=True,
         help="YAML/JSON: an AllocationSource with inline teams, or an allocations document",
+    )
+    plan.add_argument("--teams", help="for an http source: the document it serves (JSON)")
+    plan.add_argument(
+        "--coldfront-allocations", help="for a coldfront source: GET /api/allocations (JSON)"
+    )
+    plan.add_argument(
+        "--coldfront-projects",
+        help="for a coldfront source: GET /api/projects?project_users=true (JSON)",
     )
     plan.set_defaults(func=_policy_plan)
     schema = policy_sub.add_parser(

@@ -70,3 +70,65 @@ def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, _, err = run(capsys, "policy", "plan", "--source", str(tmp_path / "none.yaml"))
     assert code == 2
     assert "none.yaml" in err
+
+
+COLDFRONT = Path(__file__).resolve().parents[1] / "fixtures" / "coldfront"
+
+
+def _live_source(tmp_path: Path, spec: dict[str, object]) -> str:
+    obj = source()
+    obj["spec"] = spec
+    path = tmp_path / "source.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    return str(path)
+
+
+def test_plan_of_a_coldfront_source_reads_its_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _live_source(
+        tmp_path,
+        {
+            "coldfront": {
+                "url": "https://coldfront.example.org/api",
+                "tokenSecretRef": {"name": "coldfront", "key": "token"},
+                "resourceName": "GPU fleet",
+                "defaultQuota": {"gpus": 4},
+                "projects": [{"title": "Protein folding at scale", "account": "team-a"}],
+            }
+        },
+    )
+    code, out, err = run(
+        capsys,
+        "policy",
+        "plan",
+        "--source",
+        path,
+        "--coldfront-allocations",
+        str(COLDFRONT / "allocations.json"),
+        "--coldfront-projects",
+        str(COLDFRONT / "projects.json"),
+    )
+    assert (code, err) == (0, "")
+    assert "sacctmgr -i add user Name=bob Account=team-a" in out
+    assert "sacctmgr -i add account Name=speech-models " in out
+
+
+def test_plan_of_an_http_source_reads_its_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _live_source(tmp_path, {"http": {"url": "https://alloc.example.org/teams.json"}})
+    teams = tmp_path / "teams.json"
+    teams.write_text(json.dumps({"teams": [TeamBuilder("ml").gpus(2).obj()]}))
+    code, out, _ = run(capsys, "policy", "plan", "--source", path, "--teams", str(teams))
+    assert code == 0
+    assert "GrpTRES=gres/gpu=2" in out
+
+
+def test_plan_of_a_live_source_without_its_answers_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _live_source(tmp_path, {"http": {"url": "https://alloc.example.org/teams.json"}})
+    code, _, err = run(capsys, "policy", "plan", "--source", path)
+    assert code == 2
+    assert "spec.http: its teams come from a live sync" in err
