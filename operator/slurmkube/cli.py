@@ -171,6 +171,39 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_one(path: str | None) -> Any:
+    if path is None:
+        return None
+    documents = [d for d in _load_yaml(path) if d is not None]
+    if len(documents) != 1:
+        raise UsageError(f"{path}: expected one document, found {len(documents)}")
+    return documents[0]
+
+
+def _policy_plan(args: argparse.Namespace) -> int:
+    from slurmkube.plan.policy import PolicyError, plan_text, policy_from_object
+    from slurmkube.plan.policy.sources import SourceAnswers
+
+    answers = SourceAnswers(
+        document=_load_one(args.teams),
+        coldfront_allocations=_load_one(args.coldfront_allocations),
+        coldfront_projects=_load_one(args.coldfront_projects),
+    )
+    try:
+        policy = policy_from_object(_load_one(args.source), args.source, answers)
+    except (PolicyError, InvalidValue) as err:
+        raise UsageError(str(err)) from err
+    print(plan_text(policy), end="")
+    return 0
+
+
+def _policy_schema(_: argparse.Namespace) -> int:
+    from slurmkube.plan.policy.sources import document_schema_text
+
+    print(document_schema_text(), end="")
+    return 0
+
+
 def _operator(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -268,6 +301,30 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crds", help="write the CRDs generated from the API models")
     crd.add_argument("--out", default="crds", help="directory (default: crds)")
     crd.set_defaults(func=_crds)
+
+    policy = sub.add_parser("policy", help="the allocation policy on Slurm and Kueue")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True)
+    plan = policy_sub.add_parser(
+        "plan", help="print what Slurm (sacctmgr) and Kueue (YAML) would get, without a cluster"
+    )
+    plan.add_argument(
+        "--source",
+        required=True,
+        help="YAML/JSON: an AllocationSource with inline teams, or an allocations document",
+    )
+    plan.add_argument("--teams", help="for an http source: the document it serves (JSON)")
+    plan.add_argument(
+        "--coldfront-allocations", help="for a coldfront source: GET /api/allocations (JSON)"
+    )
+    plan.add_argument(
+        "--coldfront-projects",
+        help="for a coldfront source: GET /api/projects?project_users=true (JSON)",
+    )
+    plan.set_defaults(func=_policy_plan)
+    schema = policy_sub.add_parser(
+        "schema", help="print the JSON schema of the allocations document (docs/)"
+    )
+    schema.set_defaults(func=_policy_schema)
 
     operator = sub.add_parser("operator", help="run the operator (kopf)")
     scope = operator.add_mutually_exclusive_group()

@@ -33,6 +33,9 @@ VALIDATORS: dict[str, Validator] = {
     "gres_type": grammar.gres_type,
     "topology_name": grammar.topology_name,
     "slurm_time": grammar.slurm_time,
+    "slurm_account": grammar.slurm_account,
+    "slurm_user": grammar.slurm_user,
+    "slurm_qos": grammar.slurm_qos,
 }
 
 
@@ -58,6 +61,10 @@ def test_validators_refuse_line_breaking_values(name: str, value: str) -> None:
         ("slurm_time", "2-00:00:00"),
         ("slurm_time", "UNLIMITED"),
         ("slurm_time", "90"),
+        ("slurm_account", "team-a"),
+        ("slurm_qos", "budget-team-a"),
+        ("slurm_user", "alice.smith"),
+        ("slurm_user", "_svc-batch"),
     ],
 )
 def test_validators_accept_domain_values(name: str, value: str) -> None:

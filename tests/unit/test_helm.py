@@ -161,6 +161,7 @@ def test_include_crds_renders_every_crd(helm: Path) -> None:
         "slurmclusters.slurmkube.io",
         "nodesets.slurmkube.io",
         "slurmreservationchecks.slurmkube.io",
+        "allocationsources.slurmkube.io",
     }
 
 

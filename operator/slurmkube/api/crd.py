@@ -14,6 +14,8 @@ from pydantic import BaseModel
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import (
+    AllocationSourceSpec,
+    AllocationSourceStatus,
     NodeSetSpec,
     NodeSetStatus,
     SlurmClusterSpec,
@@ -197,5 +199,18 @@ def crds() -> dict[str, dict[str, Any]]:
                 _AGE,
             ],
             scope="Cluster",
+        ),
+        "slurmkube.io_allocationsources.yaml": _crd(
+            "AllocationSource",
+            plural="allocationsources",
+            short_names=["alloc"],
+            spec=AllocationSourceSpec,
+            status=AllocationSourceStatus,
+            columns=[
+                _condition_column("Synced", "Synced"),
+                {"name": "Teams", "type": "integer", "jsonPath": ".status.teams"},
+                {"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"},
+                _AGE,
+            ],
         ),
     }

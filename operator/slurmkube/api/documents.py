@@ -41,7 +41,8 @@ def _describe(index: int, obj: Mapping[str, Any]) -> str:
     return f"document {index}: {obj.get('kind', '?')} {name}"
 
 
-def _format(err: ValidationError) -> str:
+def validation_message(err: ValidationError) -> str:
+    """A pydantic error as `field.path: what was wrong; ...`, one line."""
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
@@ -69,7 +70,7 @@ def parse_cluster(documents: Iterable[Any]) -> ClusterBundle:
                     f"{_describe(index, obj)}: expected kind SlurmCluster or NodeSet"
                 )
         except ValidationError as err:
-            raise DocumentError(f"{_describe(index, obj)}: {_format(err)}") from err
+            raise DocumentError(f"{_describe(index, obj)}: {validation_message(err)}") from err
     if len(clusters) != 1:
         raise DocumentError(f"expected exactly one SlurmCluster, found {len(clusters)}")
     return ClusterBundle(
@@ -85,5 +86,5 @@ def parse_nodes(documents: Iterable[Any]) -> tuple[KubeNode, ...]:
         try:
             nodes.append(KubeNode.model_validate(obj))
         except ValidationError as err:
-            raise DocumentError(f"{_describe(index, obj)}: {_format(err)}") from err
+            raise DocumentError(f"{_describe(index, obj)}: {validation_message(err)}") from err
     return tuple(nodes)

@@ -34,7 +34,10 @@ __all__ = [
     "node_reason",
     "param_list",
     "partition_name",
+    "slurm_account",
+    "slurm_qos",
     "slurm_time",
+    "slurm_user",
     "topology_name",
 ]
 
@@ -81,6 +84,8 @@ SCHEMA_PATTERNS: Final = {
     # RE2 repeat counts stop at 1000, so the length is the schema's maxLength.
     "config_line": r"^[A-Za-z]{2,40}=[!-\"$-~]+$",
     "hostname": r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$",
+    "account": r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$",
+    "user": r"^[a-z_][a-z0-9_.-]{0,31}$",
 }
 
 
@@ -167,6 +172,40 @@ def slurm_time(value: object, where: str) -> SlurmToken:
         where,
         "a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED",
     )
+
+
+# sacctmgr(1) account and QOS names are case-insensitive (stored lowercase) and
+# are arguments of `sacctmgr -i add|modify|delete ... Key=Value`: a `,` would
+# split a list, `=` or a space a new key. A policy team's account name is also
+# the name of its Kueue ClusterQueue and LocalQueues, so it is a DNS label too.
+_ACCOUNT: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?")
+
+
+def slurm_account(value: object, where: str) -> SlurmToken:
+    """A Slurm account (and Kueue queue) name for a policy team."""
+    return _check(
+        _ACCOUNT,
+        value,
+        where,
+        "a lowercase letter, then up to 31 of [a-z0-9-], not ending in '-'",
+    )
+
+
+# A QOS slurmkube names after a team or tier (`budget-<team>`, `tier-<tier>`).
+_QOS: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?")
+
+
+def slurm_qos(value: object, where: str) -> SlurmToken:
+    return _check(_QOS, value, where, "a lowercase letter, then up to 39 of [a-z0-9-]")
+
+
+# POSIX portable user names (useradd(8)); Slurm user names are login names.
+_USER: Final = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+
+
+def slurm_user(value: object, where: str) -> SlurmToken:
+    """A Slurm user (a login name) in `sacctmgr add user`."""
+    return _check(_USER, value, where, "a login name: [a-z_] then up to 31 of [a-z0-9_.-]")
 
 
 _PATH: Final = re.compile(r"/[A-Za-z0-9_.%/+-]*")

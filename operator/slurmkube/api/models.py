@@ -6,12 +6,22 @@ them, so a field documented here is documented in `kubectl explain`.
 Field names are the camelCase JSON names, as in every Kubernetes API.
 
 The models live one module per kind (`cluster` with its `health` part,
-`nodeset`, `reservation_check`, `kube_node`, `status`, `meta`); this module is their
+`nodeset`, `reservation_check`, `allocation_source`, `kube_node`, `status`,
+`meta`); this module is their
 public import path.
 """
 
 from __future__ import annotations
 
+from slurmkube.api.allocation_source import (
+    AllocationDocument,
+    AllocationSource,
+    AllocationSourceSpec,
+    AllocationSourceStatus,
+    Team,
+    TeamQuota,
+    Tier,
+)
 from slurmkube.api.cluster import (
     AccountingSpec,
     AuthSpec,
@@ -77,6 +87,10 @@ from slurmkube.api.status import (
 
 __all__ = [
     "AccountingSpec",
+    "AllocationDocument",
+    "AllocationSource",
+    "AllocationSourceSpec",
+    "AllocationSourceStatus",
     "AuthSpec",
     "AutoscalingSpec",
     "AutoscalingStatus",
@@ -120,6 +134,9 @@ __all__ = [
     "StrictModel",
     "Taint",
     "TaintMatch",
+    "Team",
+    "TeamQuota",
+    "Tier",
     "Toleration",
     "TopologySpec",
     "UpdateStrategy",

@@ -1,0 +1,133 @@
+"""Admission gates: what each scheduler may start for a team now.
+
+The concurrent quota holds for the sum over Slurm and Kueue. Each scheduler
+admits on its own, so the team's headroom (quota - Slurm use - Kueue use) is
+split between them, by pending demand (evenly when neither waits): if both
+took `quota - other's use`, two admissions at once could each take the same
+headroom. A gate is never below what runs (nothing is killed or preempted);
+only admission is gated:
+- Slurm: the association's `GrpTRES=gres/gpu=<gate>` and the budget QOS's
+  tier; Slurm starts no job that would take the account above it;
+- Kueue: the ClusterQueue's `nominalQuota` and `stopPolicy: Hold` (admitted
+  workloads run to completion).
+At the budget's 120% both gates are the current use and Kueue holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from slurmkube.plan.policy.ledger import (
+    BudgetLevel,
+    Observation,
+    TeamUsage,
+    budget_level,
+    entitlement,
+)
+from slurmkube.plan.policy.model import Policy, TeamAllocation
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmGate:
+    grp_tres_gpus: int
+    tier: str
+    """The tier (QOS Priority, Preempt) the team's new jobs run at."""
+
+
+@dataclass(frozen=True, slots=True)
+class KueueGate:
+    nominal_quota: int
+    stop_policy: Literal["None", "Hold"]
+    priority_class: str
+    """The WorkloadPriorityClass new workloads of the team should get."""
+
+
+@dataclass(frozen=True, slots=True)
+class TeamGates:
+    team: str
+    level: BudgetLevel
+    slurm: SlurmGate
+    kueue: KueueGate
+    reason: str
+    """Why, naming the allocation; empty when nothing is gated beyond the quota."""
+
+
+def split_headroom(headroom: int, slurm_pending: int, kueue_pending: int) -> tuple[int, int]:
+    """Headroom -> (Slurm's part, Kueue's part), adding up to it exactly."""
+    if headroom <= 0:
+        return 0, 0
+    total = slurm_pending + kueue_pending
+    slurm = headroom // 2 if total == 0 else headroom * slurm_pending // total
+    return slurm, headroom - slurm
+
+
+def _reason(
+    policy: Policy, team: TeamAllocation, level: BudgetLevel, used_h: float, entitled_h: float
+) -> str:
+    if level == BudgetLevel.OK:
+        return ""
+    lower = policy.lower_tier(team.tier).name
+    action = {
+        BudgetLevel.NOTIFY: "notice: 80% of the budget used",
+        BudgetLevel.LOWER_TIER: f"budget used up: new work runs at tier {lower}",
+        BudgetLevel.HOLD: "120% of the budget used: new work is held",
+    }[level]
+    return (
+        f"allocation {team.name} ({policy.source}): {used_h:.1f} of {entitled_h:.1f} "
+        f"GPU-hours this period; {action}"
+    )
+
+
+def plan_gates(
+    policy: Policy,
+    team: TeamAllocation,
+    obs: Observation,
+    usage: TeamUsage,
+    carried_gpu_hours: float = 0.0,
+) -> TeamGates:
+    """The gates for one team from what runs now and its ledger."""
+    level = BudgetLevel.OK
+    used_h = usage.period_gpu_seconds / 3600.0
+    entitled_h = 0.0
+    if team.budget is not None:
+        entitled_h = entitlement(team.budget.gpu_hours, carried_gpu_hours)
+        level = budget_level(usage.period_gpu_seconds, entitled_h)
+    slurm_used, kueue_used = obs.slurm_used, obs.kueue_gpus
+    headroom = 0 if level == BudgetLevel.HOLD else team.gpus - slurm_used - kueue_used
+    slurm_part, kueue_part = split_headroom(
+        headroom, obs.slurm_pending_gpus, obs.kueue_pending_gpus
+    )
+    tier = (
+        policy.lower_tier(team.tier) if level >= BudgetLevel.LOWER_TIER else policy.tier(team.tier)
+    )
+    return TeamGates(
+        team=team.name,
+        level=level,
+        slurm=SlurmGate(grp_tres_gpus=slurm_used + slurm_part, tier=tier.name),
+        kueue=KueueGate(
+            nominal_quota=kueue_used + kueue_part,
+            stop_policy="Hold" if level == BudgetLevel.HOLD else "None",
+            priority_class=tier.name,
+        ),
+        reason=_reason(policy, team, level, used_h, entitled_h),
+    )
+
+
+def plan_all_gates(
+    policy: Policy,
+    observations: dict[str, Observation],
+    ledgers: dict[str, TeamUsage],
+    carried: dict[str, float] | None = None,
+) -> dict[str, TeamGates]:
+    """Every team's gates; a team nobody reported on uses nothing yet."""
+    return {
+        t.name: plan_gates(
+            policy,
+            t,
+            observations.get(t.name, Observation()),
+            ledgers.get(t.name, TeamUsage()),
+            (carried or {}).get(t.name, 0.0),
+        )
+        for t in policy.teams
+    }

@@ -1,0 +1,137 @@
+"""A policy -> the Kueue objects that enforce it (kueue.x-k8s.io/v1beta2).
+
+A Cohort for the fleet; per team a ClusterQueue in it (nominalQuota of
+nvidia.com/gpu on the source's ResourceFlavor, `fairSharing.weight`, usage-based
+Admission Fair Sharing) and a LocalQueue, named after the team, in each of its
+namespaces; a WorkloadPriorityClass per tier. A team that may borrow has no
+borrowing or lending limit; one that may not gets both at 0, so its quota is
+its own and it never exceeds it.
+
+Kueue's Admission Fair Sharing has no default half-life (unset, it does
+nothing), so the Configuration fragment sets `usageHalfLifeTime` to Slurm's
+`PriorityDecayHalfLife`: one decay for both schedulers' fair share.
+Field names follow Kueue's apis/kueue/v1beta2 and apis/config/v1beta2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slurmkube.api import well_known as wk
+from slurmkube.plan.policy.gates import KueueGate
+from slurmkube.plan.policy.model import Policy, TeamAllocation
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# How often Kueue folds admitted usage into consumedResources (its default).
+USAGE_SAMPLING_INTERVAL = "5m"
+
+
+def _metadata(name: str, policy: Policy, **extra: str) -> dict[str, Any]:
+    return {
+        "name": str(name),  # names are SlurmTokens; YAML wants plain strings
+        **extra,
+        "labels": {"app.kubernetes.io/managed-by": "slurmkube"},
+        "annotations": {f"{wk.GROUP}/allocation-source": policy.source},
+    }
+
+
+def _quota(team: TeamAllocation, gate: KueueGate | None) -> dict[str, Any]:
+    quota: dict[str, Any] = {
+        "name": wk.RESOURCE_GPU,
+        "nominalQuota": gate.nominal_quota if gate is not None else team.gpus,
+    }
+    if not team.borrowing:
+        quota["borrowingLimit"] = 0
+        quota["lendingLimit"] = 0
+    return quota
+
+
+def cluster_queue(
+    policy: Policy, team: TeamAllocation, gate: KueueGate | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": _metadata(team.name, policy),
+        "spec": {
+            "cohortName": policy.cohort,
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": list(team.namespaces)}
+                ]
+            }
+            if team.namespaces
+            else None,
+            "resourceGroups": [
+                {
+                    "coveredResources": [wk.RESOURCE_GPU],
+                    "flavors": [
+                        {"name": policy.resource_flavor, "resources": [_quota(team, gate)]}
+                    ],
+                }
+            ],
+            "fairSharing": {"weight": str(team.weight)},
+            "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+            "stopPolicy": gate.stop_policy if gate is not None else "None",
+        },
+    }
+
+
+def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["spec"] = {k: v for k, v in obj["spec"].items() if v is not None}
+    return obj
+
+
+def compile_kueue(
+    policy: Policy, gates: Mapping[str, KueueGate] | None = None
+) -> list[dict[str, Any]]:
+    """Every Kueue object of the policy, deterministic (sorted by kind, then name)."""
+    gates = gates or {}
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "Cohort",
+            "metadata": _metadata(policy.cohort, policy),
+            "spec": {},
+        }
+    ]
+    for tier in policy.tiers:
+        objects.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": _metadata(tier.name, policy),
+                "value": tier.priority,
+                "description": f"slurmkube tier {tier.name} (Slurm QOS tier-{tier.name})",
+            }
+        )
+    for team in policy.teams:
+        objects.append(_drop_none(cluster_queue(policy, team, gates.get(team.name))))
+        for namespace in team.namespaces:
+            objects.append(
+                {
+                    "apiVersion": KUEUE_API,
+                    "kind": "LocalQueue",
+                    "metadata": _metadata(team.name, policy, namespace=namespace),
+                    "spec": {"clusterQueue": str(team.name)},
+                }
+            )
+    return objects
+
+
+def kueue_configuration(policy: Policy) -> dict[str, Any]:
+    """The part of Kueue's Configuration the policy needs (merged by whoever deploys Kueue)."""
+    return {
+        "apiVersion": KUEUE_CONFIG_API,
+        "kind": "Configuration",
+        "fairSharing": {
+            "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+        },
+        "admissionFairSharing": {
+            "usageHalfLifeTime": f"{policy.half_life_hours}h",
+            "usageSamplingInterval": USAGE_SAMPLING_INTERVAL,
+        },
+    }

@@ -1,0 +1,241 @@
+"""Allocation sources -> one team model: the document, inline teams, ColdFront's answers;
+bad input is refused with the source, team and field named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurmkube.api.allocation_source import AllocationSource, ColdFrontSource
+from slurmkube.plan.policy import PolicyError
+from slurmkube.plan.policy.coldfront import account_from_title, teams_from_coldfront
+from slurmkube.plan.policy.sources import (
+    document_schema_text,
+    policy_from_object,
+    policy_from_source,
+    teams_from_document,
+)
+from tests.unit.policy_builders import TeamBuilder, policy, source
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "coldfront"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_document_and_inline_source_give_the_same_teams() -> None:
+    teams = [TeamBuilder("team-a").gpus(8).budget(100).users("alice").obj()]
+    from_document = policy_from_object({"teams": teams}, "doc.json")
+    from_source = policy_from_object(source(*teams), "src.yaml")
+    assert from_document.teams == from_source.teams
+    (team,) = from_document.teams
+    assert (team.name, team.gpus, team.users, team.tier) == ("team-a", 8, ("alice",), "normal")
+    assert team.budget is not None and team.budget.gpu_hours == 100
+
+
+def test_published_schema_is_what_the_model_generates() -> None:
+    assert (DOCS / "allocations.schema.json").read_text() == document_schema_text(), (
+        "docs/allocations.schema.json is stale: run `.venv/bin/slurmkube policy schema`"
+    )
+
+
+BAD_TEAMS: dict[str, tuple[dict[str, Any], str]] = {
+    "account injects a key": (TeamBuilder("a b=c").obj(), "teams.0.name"),
+    "account injects a line": (TeamBuilder("a\nb").obj(), "teams.0.name"),
+    "user injects a key": (TeamBuilder("t").users("bob Account=root").obj(), "slurmUsers"),
+    "user with a comma": (TeamBuilder("t").users("bob,root").obj(), "slurmUsers"),
+    "negative gpus": (TeamBuilder("t").gpus(-1).obj(), "teams.0.gpus"),
+    "budget without period": (
+        TeamBuilder("t").set("gpuHours", 10).obj(),
+        "gpuHours needs a period",
+    ),
+    "naive period start": (
+        TeamBuilder("t")
+        .budget(10)
+        .set("period", {"start": "2026-10-01T00:00:00", "lengthDays": 1})
+        .obj(),
+        "time zone",
+    ),
+    "namespace not a label": (TeamBuilder("t").namespaces("Team_A").obj(), "namespaces"),
+    "unknown field": (TeamBuilder("t").set("gpu", 3).obj(), "teams.0.gpu"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TEAMS))
+def test_bad_team_is_refused_naming_the_field(case: str) -> None:
+    team, expected = BAD_TEAMS[case]
+    with pytest.raises(PolicyError) as err:
+        teams_from_document({"teams": [team]}, "doc.json")
+    assert "doc.json" in str(err.value)
+    assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("teams", "expected"),
+    [
+        (
+            [TeamBuilder("a").tier("gold").obj()],
+            "teams[0] (a).tier: 'gold' is not one of the tiers",
+        ),
+        (
+            [TeamBuilder("a").obj(), TeamBuilder("a").obj()],
+            "teams[1] (a).name: team 'a' is defined twice",
+        ),
+        (
+            [TeamBuilder("a").namespaces("ml").obj(), TeamBuilder("b").namespaces("ml").obj()],
+            "teams[1] (b).members.namespaces: 'ml' already belongs to team 'a'",
+        ),
+    ],
+)
+def test_inconsistent_teams_are_refused_naming_source_and_team(
+    teams: list[dict[str, Any]], expected: str
+) -> None:
+    with pytest.raises(PolicyError) as err:
+        policy(*teams)
+    assert str(err.value).startswith("AllocationSource fleet: ")
+    assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"http": {"url": "https://alloc.example.org/teams.json"}}, "set exactly one"),
+        ({"defaultTier": "gold"}, "defaultTier: 'gold' is not one of tiers"),
+        ({"tiers": [{"name": "a", "priority": 1}, {"name": "a", "priority": 2}]}, "used twice"),
+        ({"halfLifeHours": 0}, "spec.halfLifeHours"),
+    ],
+)
+def test_bad_source_spec_is_refused_naming_the_field(spec: dict[str, Any], expected: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        policy_from_object(source(TeamBuilder("a").obj(), **spec), "src.yaml")
+    assert "src.yaml: AllocationSource fleet" in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_a_live_source_without_its_teams_is_refused() -> None:
+    obj = source()
+    obj["spec"] = {"http": {"url": "https://alloc.example.org/teams.json"}}
+    with pytest.raises(PolicyError, match=r"spec\.http: its teams come from a live sync"):
+        policy_from_source(AllocationSource.model_validate(obj))
+
+
+def _coldfront(**extra: Any) -> ColdFrontSource:
+    return ColdFrontSource.model_validate(
+        {
+            "url": "https://coldfront.example.org/api",
+            "tokenSecretRef": {"name": "coldfront", "key": "token"},
+            "resourceName": "GPU fleet",
+            "defaultQuota": {"gpus": 4},
+            **extra,
+        }
+    )
+
+
+def _answers() -> tuple[Any, Any]:
+    return (
+        json.loads((FIXTURES / "allocations.json").read_text()),
+        json.loads((FIXTURES / "projects.json").read_text()),
+    )
+
+
+def test_coldfront_projects_with_an_active_allocation_on_the_fleet_become_teams() -> None:
+    allocations, projects = _answers()
+    cf = _coldfront(
+        projects=[
+            {
+                "title": "Protein folding at scale",
+                "account": "team-a",
+                "namespaces": ["team-a"],
+                "quota": {
+                    "gpus": 8,
+                    "gpuHours": 5000,
+                    "period": {"start": "2026-10-01T00:00:00Z", "lengthDays": 91},
+                },
+            }
+        ]
+    )
+    teams = {t.name: t for t in teams_from_coldfront(cf, allocations, projects)}
+    assert sorted(teams) == ["speech-models", "team-a"]  # expired and CPU-only projects are not
+    assert teams["team-a"].members.slurm_users == ["alice", "bob"]  # dave was removed
+    assert (teams["team-a"].gpus, teams["team-a"].gpu_hours) == (8, 5000)
+    assert teams["team-a"].members.namespaces == ["team-a"]
+    assert (teams["speech-models"].gpus, teams["speech-models"].members.slurm_users) == (
+        4,
+        ["carol"],
+    )
+
+
+def test_coldfront_paginated_answers_are_read_too() -> None:
+    allocations, projects = _answers()
+    teams = teams_from_coldfront(_coldfront(), {"results": allocations}, {"results": projects})
+    assert len(teams) == 2
+
+
+def _no_project_users(a: list[Any], p: list[Any]) -> tuple[Any, Any]:
+    p[0]["project_users"] = None
+    return a, p
+
+
+def _injecting_user(a: list[Any], p: list[Any]) -> tuple[Any, Any]:
+    p[0]["project_users"].append({"user": "eve x=1", "role": "User", "status": "Active"})
+    return a, p
+
+
+def _colliding_accounts(a: list[Any], p: list[Any]) -> tuple[Any, Any]:
+    a.append(
+        {
+            "id": 9,
+            "project": "Protein folding, at scale",
+            "resource": "GPU fleet",
+            "status": "Active",
+        }
+    )
+    p[1]["title"] = "Protein folding, at scale"
+    return a, p
+
+
+def _allocation_without_status(a: list[Any], p: list[Any]) -> tuple[Any, Any]:
+    a[0].pop("status")
+    return a, p
+
+
+def _error_answer(a: list[Any], p: list[Any]) -> tuple[Any, Any]:
+    return a, {"detail": "Invalid token."}
+
+
+BAD_ANSWERS = {
+    "project users not asked for": (
+        _no_project_users,
+        "project_users: missing; ask with ?project_users=true",
+    ),
+    "a user name that injects": (
+        _injecting_user,
+        "id=11 ('Protein folding at scale').project_users[3].user",
+    ),
+    "two titles, one account": (_colliding_accounts, "is also project 'Protein folding at scale'"),
+    "an allocation without status": (_allocation_without_status, "/api/allocations[0]: status"),
+    "an error instead of a list": (_error_answer, "/api/projects: expected a JSON list"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
+def test_bad_coldfront_answers_are_refused_naming_the_project_and_field(case: str) -> None:
+    mutate, expected = BAD_ANSWERS[case]
+    allocations, projects = mutate(*_answers())
+    with pytest.raises(PolicyError) as err:
+        teams_from_coldfront(_coldfront(), allocations, projects)
+    assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("title", "account"),
+    [
+        ("Protein folding at scale", "protein-folding-at-scale"),
+        ("42 Answers", "p-42-answers"),
+        ("ML/Vision (2026)", "ml-vision-2026"),
+        ("?!", "p"),
+    ],
+)
+def test_coldfront_titles_become_valid_account_names(title: str, account: str) -> None:
+    assert account_from_title(title) == account
