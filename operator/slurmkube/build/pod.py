@@ -9,7 +9,6 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import Manifest, labels, meta, names_of
 
-
 # The shared keys (docs/security.md): slurm.key signs and verifies auth/slurm
 # credentials for any uid, jwt.key mints a JWT for any user. Each pod gets only
 # the keys its daemon reads.
