@@ -154,3 +154,22 @@ accounting is switched off. No list or watch: nothing reads every Secret.
   # accounting is switched off, so the password does not outlive its use.
   verbs: [get, create, patch, delete]
 {{- end }}
+
+{{/* The namespaces that hold SlurmClusters, as a list (NetworkPolicies go there). */}}
+{{- define "slurmkube.clusterNamespaces" -}}
+{{- if .Values.watchNamespace }}
+{{- list .Values.watchNamespace | toJson }}
+{{- else }}
+{{- .Values.clusterNamespaces | default list | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* A NetworkPolicy peer: the operator's pods in the release namespace. */}}
+{{- define "slurmkube.operatorPeer" -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .Release.Namespace }}
+  podSelector:
+    matchLabels:
+      {{- include "slurmkube.selectorLabels" . | nindent 6 }}
+{{- end }}
