@@ -155,3 +155,14 @@ def test_the_crd_rule_allows_exactly_the_allow_list() -> None:
     rule = schema["properties"]["spec"]["properties"]["extraConfig"]["x-kubernetes-validations"]
     listed = set(re.findall(r"'([a-z]+)'", rule[0]["rule"]))
     assert listed == set(slurm_conf_keys.EXTRA_CONFIG_KEYS)
+
+
+def _listed_after(text: str, heading: str) -> set[str]:
+    paragraph = text.split(heading, 1)[1].split("\n\n", 1)[0]
+    return {k.lower() for k in re.findall(r"`([A-Za-z]+)`", paragraph)}
+
+
+def test_security_doc_lists_the_allow_list_and_the_program_keys() -> None:
+    text = (EXAMPLES.parent / "docs" / "security.md").read_text()
+    assert _listed_after(text, "Allowed:") == slurm_conf_keys.EXTRA_CONFIG_KEYS
+    assert _listed_after(text, "Refused as programs") == slurm_conf_keys.PROGRAM_KEYS

@@ -225,6 +225,12 @@ def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def template_without_image(helm: Path, *values: str) -> subprocess.CompletedProcess[str]:
+    return run_helm(
+        helm, "template", "slurmkube", str(CHART), "--kube-version", KUBE_VERSION, *values
+    )
+
+
 def render(helm: Path, *args: str) -> list[Obj]:
     result = run_helm(
         helm,
@@ -440,16 +446,7 @@ def test_release_namespace_role_is_the_lease_by_name_and_kopf_events(helm: Path)
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_every_rbac_rule_says_why(helm: Path, name: str) -> None:
-    result = run_helm(
-        helm,
-        "template",
-        "slurmkube",
-        str(CHART),
-        "--kube-version",
-        KUBE_VERSION,
-        *IMAGE,
-        *VALUE_SETS[name],
-    )
+    result = template_without_image(helm, *IMAGE, *VALUE_SETS[name])
     lines = result.stdout.splitlines()
     verb_lines = [i for i, line in enumerate(lines) if line.strip().startswith("verbs:")]
     assert len(verb_lines) >= len(NAMESPACED_CALLERS) // 2
@@ -493,12 +490,6 @@ def test_image_digest_wins_over_tag(helm: Path) -> None:
     digest = "sha256:" + "a" * 64
     container = operator_container(render(helm, "--set", f"image.digest={digest}"))
     assert container["image"] == f"slurmkube/operator@{digest}"
-
-
-def template_without_image(helm: Path, *values: str) -> subprocess.CompletedProcess[str]:
-    return run_helm(
-        helm, "template", "slurmkube", str(CHART), "--kube-version", KUBE_VERSION, *values
-    )
 
 
 @pytest.mark.parametrize("values", [[], ["--set", "image.tag=0.1.0"], ["--set", "replicaCount=0"]])
@@ -565,17 +556,7 @@ def test_service_monitor_is_off_by_default(helm: Path) -> None:
 
 
 def test_service_monitor_needs_the_prometheus_operator_api(helm: Path) -> None:
-    result = run_helm(
-        helm,
-        "template",
-        "slurmkube",
-        str(CHART),
-        "--kube-version",
-        KUBE_VERSION,
-        *IMAGE,
-        "--set",
-        "metrics.serviceMonitor.enabled=true",
-    )
+    result = template_without_image(helm, *IMAGE, "--set", "metrics.serviceMonitor.enabled=true")
     assert result.returncode != 0
     assert "monitoring.coreos.com/v1" in result.stderr
 
@@ -603,9 +584,7 @@ def test_service_monitor_scrapes_the_metrics_port(helm: Path) -> None:
     ],
 )
 def test_schema_rejects_bad_values(helm: Path, bad: list[str]) -> None:
-    result = run_helm(
-        helm, "template", "slurmkube", str(CHART), "--kube-version", KUBE_VERSION, *IMAGE, *bad
-    )
+    result = template_without_image(helm, *IMAGE, *bad)
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
 
