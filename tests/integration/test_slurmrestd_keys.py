@@ -20,6 +20,8 @@ import pytest
 from slurmkube.slurm.rest import RestClient
 from slurmkube_local.local_slurm import LocalSlurm, free_ports
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def keyless_slurmrestd(slurm_cluster: LocalSlurm, tmp_path: Path) -> Iterator[str]:
