@@ -49,6 +49,7 @@ helm-crds:
 	@cp $(ROOT)/crds/*.yaml $(CHART)/crds/
 	@echo "copied $$(ls $(ROOT)/crds/*.yaml | wc -l) CRDs into $(CHART)/crds"
 
+# The chart has no default image: lint with the names `make images` builds.
 helm-lint: helm
-	$(HELM) lint --strict $(CHART)
-	$(HELM) lint --strict $(CHART) --set watchNamespace=slurm --set replicaCount=1
+	$(HELM) lint --strict $(CHART) --set image.registry=$(IMAGE_REPO)
+	$(HELM) lint --strict $(CHART) --set image.registry=$(IMAGE_REPO) --set watchNamespace=slurm --set replicaCount=1

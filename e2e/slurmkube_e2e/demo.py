@@ -31,6 +31,8 @@ from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 RELEASE = "slurmkube"
 OPERATOR_NAMESPACE = "slurmkube-system"
+# `make images` tags its images slurmkube/<name> (IMAGE_REPO); the chart wants a source named.
+LOCAL_IMAGE_REGISTRY = "slurmkube"
 NAMESPACE = "slurm-demo"
 CLUSTER = "demo"
 CTLD_POD = f"{CLUSTER}-slurmctld-0"
@@ -129,6 +131,9 @@ def up(layout: Layout) -> int:
         # host, as the chart's ServiceAccount (see the module docstring).
         "--set",
         "replicaCount=0",
+        # The chart names no image by default; the local one `make images` builds.
+        "--set",
+        f"image.registry={LOCAL_IMAGE_REGISTRY}",
     )
     print(_helm(layout, "list", "--namespace", OPERATOR_NAMESPACE).rstrip())
     operator_kubeconfig = _service_account_kubeconfig(layout)

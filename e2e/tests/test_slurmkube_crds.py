@@ -79,6 +79,15 @@ def _cluster_with(**spec: Any) -> dict[str, Any]:
             "extraConfig may not set a key slurmkube manages",
         ),
         ({"extraConfig": ["KillWait=30 #x"]}, "spec.extraConfig[0]"),
+        # An allow-list: program keys and keys slurmkube renders are refused.
+        (
+            {"extraConfig": ["KillWait=30", "HealthCheckProgram=/tmp/x"]},
+            "extraConfig may not set a key slurmkube manages",
+        ),
+        (
+            {"extraConfig": ["SlurmctldParameters=idle_on_node_suspend"]},
+            "extraConfig may not set a key slurmkube manages",
+        ),
         (
             {"partitions": [{"name": "DEFAULT", "nodeSets": ["a"]}]},
             "DEFAULT is a slurm.conf keyword",

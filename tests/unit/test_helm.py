@@ -1,8 +1,9 @@
 """The Helm chart (helm/slurmkube): lint, render, and assert on the rendered objects.
 
 Runs the real `helm` binary that `make cluster-build` installs into the cache.
-The RBAC table below is the chart's contract: a rule added or widened in the
-chart must be added here too, on purpose.
+Every RBAC verb the chart grants has a caller below (a file and the text at
+the call), and every caller's text is checked to still be in the code: a rule
+without a caller, or a caller the code no longer has, fails.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 
@@ -28,50 +31,177 @@ RELEASE_NAMESPACE = "slurmkube-system"
 KUBE_VERSION = "1.34.0"
 
 Obj = dict[str, Any]
+OPERATOR = ROOT / "operator" / "slurmkube"
 
-# (apiGroup, resource) -> verbs, for every namespaced kind the operator touches.
-NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
-    ("slurmkube.io", "slurmclusters"): {"get", "list", "watch", "patch"},
-    ("slurmkube.io", "nodesets"): {"get", "list", "watch", "patch"},
-    ("slurmkube.io", "slurmclusters/status"): {"get", "patch"},
-    ("slurmkube.io", "nodesets/status"): {"get", "patch"},
-    ("slurmkube.io", "nodesets/scale"): {"get"},
-    ("slurmkube.io", "slurmclusters/finalizers"): {"update"},
-    ("slurmkube.io", "nodesets/finalizers"): {"update"},
-    ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("", "pods/status"): {"patch"},
-    ("", "pods/exec"): {"create", "get"},
-    ("", "services"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("", "secrets"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("", "persistentvolumeclaims"): {"get", "list", "watch"},
-    ("", "events"): {"create", "patch"},
-    ("events.k8s.io", "events"): {"create", "patch"},
-    ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch", "patch"},
-    ("kueue.x-k8s.io", "workloads/status"): {"get", "patch"},
+
+@dataclass(frozen=True)
+class Caller:
+    """Where the operator makes a request: a file (under operator/slurmkube, or
+    `kopf/...` in the installed kopf) and text that file holds at the call."""
+
+    where: str
+    needle: str
+
+    def source(self) -> str:
+        if self.where.startswith("kopf/"):
+            return (Path(kopf.__file__).parent / self.where.removeprefix("kopf/")).read_text()
+        return (OPERATOR / self.where).read_text()
+
+
+def kopf_watch(where: str, needle: str) -> dict[str, Caller]:
+    """A kopf handler or index: kopf lists, then watches, the kind."""
+    return {"list": Caller(where, needle), "watch": Caller(where, needle)}
+
+
+def applied(where: str, needle: str) -> dict[str, Caller]:
+    """Server-side apply (kube/client.py Kube.apply): a PATCH, and create when the
+    object does not exist yet."""
+    return {"create": Caller(where, needle), "patch": Caller(where, needle)}
+
+
+HANDLERS = "controllers/handlers.py"
+LENDING = "controllers/lending.py"
+APPLY = "controllers/apply.py"
+
+# (apiGroup, resource) -> verb -> its caller, for every namespaced kind: in the
+# ClusterRole when the operator watches every namespace, else in watchNamespace's Role.
+NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("slurmkube.io", "slurmclusters"): {
+        "get": Caller("controllers/observe.py", 'kube.get(API, "SlurmCluster"'),
+        **kopf_watch(HANDLERS, '@kopf.on.event(GROUP, VERSION, "slurmclusters")'),
+        # kopf's finalizer, which an on.delete handler needs.
+        "patch": Caller(HANDLERS, '@kopf.on.delete(GROUP, VERSION, "slurmclusters")'),
+    },
+    ("slurmkube.io", "nodesets"): {
+        "list": Caller("controllers/observe.py", 'kube.list(API, "NodeSet"'),
+        "watch": Caller(HANDLERS, '@kopf.on.event(GROUP, VERSION, "nodesets")'),
+        "patch": Caller(HANDLERS, '@kopf.on.delete(GROUP, VERSION, "nodesets")'),
+    },
+    ("slurmkube.io", "slurmclusters/status"): {
+        "patch": Caller("controllers/status.py", 'kube.patch_status(API, "SlurmCluster"'),
+    },
+    ("slurmkube.io", "nodesets/status"): {
+        "patch": Caller("controllers/status.py", 'kube.patch_status(API, "NodeSet"'),
+    },
+    # OwnerReferencesPermissionEnforcement: an owner reference with
+    # blockOwnerDeletion needs update on the owner's finalizers.
+    ("slurmkube.io", "slurmclusters/finalizers"): {
+        "update": Caller(APPLY, "kube.apply(obj, owner=cluster_obj)"),
+    },
+    ("slurmkube.io", "nodesets/finalizers"): {
+        "update": Caller(APPLY, "kube.apply(pod, owner=snap.node_set_objs[node_set])"),
+    },
+    ("", "pods"): {
+        "get": Caller("controllers/settings.py", 'kube.get("v1", "Pod", names.controller_pod'),
+        "list": Caller("controllers/observe.py", 'kube.list("v1", "Pod", namespace, selector)'),
+        "watch": Caller(LENDING, 'kopf.on.event("", "v1", "pods"'),
+        **applied(APPLY, "kube.apply(pod, owner=snap.node_set_objs[node_set])"),
+        "delete": Caller(APPLY, 'kube.delete("v1", "Pod", name, namespace)'),
+    },
+    ("", "pods/status"): {"patch": Caller("kube/client.py", "patch_namespaced_pod_status")},
+    ("", "services"): {
+        **applied("build/pod.py", '"kind": "Service"'),
+        "delete": Caller("plan/cluster.py", '("v1", "Service", names.slurmdbd)'),
+    },
+    ("", "configmaps"): applied(APPLY, "kube.apply(configured.config_map"),
+    ("", "events"): {"create": Caller("kube/client.py", "create_namespaced_event")},
+    ("apps", "statefulsets"): applied("build/slurmctld.py", '"kind": "StatefulSet"'),
+    ("apps", "deployments"): {
+        **applied("build/pod.py", '"kind": "Deployment"'),
+        "delete": Caller("plan/cluster.py", '("apps/v1", "Deployment", names.slurmdbd)'),
+    },
+}
+KUEUE_NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("kueue.x-k8s.io", "workloads"): {
+        "list": Caller(LENDING, 'kube.list(KUEUE, "Workload"'),
+        "watch": Caller(LENDING, 'kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")'),
+    },
+    ("kueue.x-k8s.io", "workloads/status"): {
+        "patch": Caller("controllers/lending_apply.py", '"kind": "Workload",'),
+    },
+}
+# Secrets by name only: never list or watch.
+SECRET_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("", "secrets"): {
+        "get": Caller("kube/client.py", "read_namespaced_secret(name, namespace)"),
+        "create": Caller(APPLY, "kube.create_if_absent(secret"),
+        "patch": Caller("build/slurmdbd.py", '"kind": "Secret"'),
+        "delete": Caller("plan/cluster.py", '("v1", "Secret", names.slurmdbd_config)'),
+    },
 }
 # Cluster-scoped kinds: only a ClusterRole can grant them.
-CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
-    ("", "nodes"): {"get", "list", "watch", "patch"},
-    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
-    ("slurmkube.io", "slurmreservationchecks"): {"get", "list", "watch"},
-    ("kueue.x-k8s.io", "admissionchecks"): {"get", "list", "watch"},
-    ("kueue.x-k8s.io", "admissionchecks/status"): {"get", "patch"},
-    ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("kueue.x-k8s.io", "topologies"): {"get", "list", "watch", "create", "patch", "delete"},
+CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("", "nodes"): {
+        "list": Caller("controllers/lending_observe.py", 'kube.iter_items("v1", "Node", None)'),
+        "watch": Caller(HANDLERS, '@kopf.index("", "v1", "nodes")'),
+        "patch": Caller("kube/client.py", 'self._resource("v1", "Node").patch('),
+    },
+    ("apiextensions.k8s.io", "customresourcedefinitions"): kopf_watch(
+        "kopf/_core/reactor/observation.py", "references.CRDS"
+    ),
 }
-LEASE_RULES: dict[tuple[str, str, str], set[str]] = {
-    ("coordination.k8s.io", "leases", ""): {"create"},
-    ("coordination.k8s.io", "leases", "slurmkube-operator"): {"get", "update"},
+KUEUE_CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("slurmkube.io", "slurmreservationchecks"): {
+        "get": Caller("controllers/lending_observe.py", "wk.CHECK_PARAMETERS_KIND"),
+        **kopf_watch(LENDING, 'kopf.on.event(wk.GROUP, "v1alpha1", "slurmreservationchecks")'),
+    },
+    ("kueue.x-k8s.io", "admissionchecks"): {
+        "list": Caller(LENDING, 'kube.list(KUEUE, "AdmissionCheck", None)'),
+        "watch": Caller(LENDING, 'kopf.on.event("kueue.x-k8s.io", "v1beta2", "admissionchecks")'),
+    },
+    ("kueue.x-k8s.io", "admissionchecks/status"): {
+        "patch": Caller("controllers/lending_apply.py", '"kind": "AdmissionCheck",'),
+    },
+    **{
+        ("kueue.x-k8s.io", kind): {
+            **applied(APPLY, "for obj in plan.kueue_objects:"),
+            "list": Caller(HANDLERS, 'kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)'),
+            "delete": Caller(HANDLERS, 'kube.delete("kueue.x-k8s.io/v1beta2", kind'),
+        }
+        for kind in ("resourceflavors", "topologies")
+    },
 }
+# kopf lists and watches namespaces when it serves named namespaces.
+NAMESPACE_MODE_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("", "namespaces"): kopf_watch("kopf/_core/reactor/observation.py", "references.NAMESPACES"),
+}
+# (apiGroup, resource, resourceName or "") in the release namespace.
+RELEASE_CALLERS: dict[tuple[str, str, str], dict[str, Caller]] = {
+    ("coordination.k8s.io", "leases", ""): {
+        "create": Caller("kube/lease.py", "create_namespaced_lease"),
+    },
+    ("coordination.k8s.io", "leases", "slurmkube-operator"): {
+        "get": Caller("kube/lease.py", "read_namespaced_lease"),
+        "update": Caller("kube/lease.py", "replace_namespaced_lease"),
+    },
+    # kopf posts Events about cluster-scoped objects in its own namespace.
+    ("", "events", ""): {"create": Caller("kopf/_cogs/clients/events.py", "get_default_namespace")},
+}
+EVERY_CALLER_TABLE = (
+    NAMESPACED_CALLERS,
+    KUEUE_NAMESPACED_CALLERS,
+    SECRET_CALLERS,
+    CLUSTER_CALLERS,
+    KUEUE_CLUSTER_CALLERS,
+    NAMESPACE_MODE_CALLERS,
+    RELEASE_CALLERS,
+)
+
+
+def verbs(*tables: Mapping[Any, Mapping[str, Caller]]) -> dict[Any, set[str]]:
+    return {key: set(by_verb) for table in tables for key, by_verb in table.items()}
+
+
 KNOWN_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+# The chart has no default image: every render names one (`make images`' local names).
+IMAGE = ["--set", "image.registry=slurmkube"]
 
 # Value sets every structural test runs against.
 VALUE_SETS: dict[str, list[str]] = {
     "defaults": [],
     "namespaced": ["--set", "watchNamespace=slurm", "--set", "replicaCount=1"],
+    "cluster-namespaces": ["--set", "clusterNamespaces={slurm,team-b}"],
     "no-kueue": ["--set", "rbac.kueue=false", "--set", "replicaCount=3"],
     "monitored": [
         "--set",
@@ -95,6 +225,12 @@ def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def template_without_image(helm: Path, *values: str) -> subprocess.CompletedProcess[str]:
+    return run_helm(
+        helm, "template", "slurmkube", str(CHART), "--kube-version", KUBE_VERSION, *values
+    )
+
+
 def render(helm: Path, *args: str) -> list[Obj]:
     result = run_helm(
         helm,
@@ -105,6 +241,7 @@ def render(helm: Path, *args: str) -> list[Obj]:
         RELEASE_NAMESPACE,
         "--kube-version",
         KUBE_VERSION,
+        *IMAGE,
         *args,
     )
     assert result.returncode == 0, result.stderr
@@ -142,9 +279,9 @@ def operator_container(objects: list[Obj]) -> Obj:
 
 
 # `helm lint` has no --api-versions, so the ServiceMonitor set is rendered, not linted.
-@pytest.mark.parametrize("name", ["defaults", "namespaced", "no-kueue"])
+@pytest.mark.parametrize("name", ["defaults", "namespaced", "no-kueue", "cluster-namespaces"])
 def test_chart_lints_strictly(helm: Path, name: str) -> None:
-    result = run_helm(helm, "lint", "--strict", str(CHART), *VALUE_SETS[name])
+    result = run_helm(helm, "lint", "--strict", str(CHART), *IMAGE, *VALUE_SETS[name])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -178,19 +315,56 @@ def test_rbac_has_no_wildcards_and_only_known_verbs(helm: Path, name: str) -> No
             assert "nonResourceURLs" not in rule
 
 
-def test_all_namespaces_rbac_is_exactly_the_table(helm: Path) -> None:
+def by_name(objects: list[Obj], kind: str) -> dict[tuple[str | None, str], Obj]:
+    return {
+        (o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in of_kind(objects, kind)
+    }
+
+
+def operator_cluster_role(objects: list[Obj]) -> Obj:
+    """The ClusterRole of everything but Secrets (those may have one of their own)."""
+    (role,) = [r for r in of_kind(objects, "ClusterRole") if ("", "nodes") in rules_of(r)]
+    return role
+
+
+def secret_readers(objects: list[Obj]) -> list[Obj]:
+    return [
+        r
+        for r in of_kind(objects, "ClusterRole") + of_kind(objects, "Role")
+        if ("", "secrets") in rules_of(r)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [(table, key) for table in EVERY_CALLER_TABLE for key in table],
+    ids=lambda v: "/".join(v) if isinstance(v, tuple) else "",
+)
+def test_every_granted_verb_has_its_caller_in_the_code(
+    table: Mapping[Any, Mapping[str, Caller]], key: tuple[str, ...]
+) -> None:
+    for verb, caller in table[key].items():
+        assert caller.needle in caller.source(), (
+            f"{key} {verb}: {caller.where} no longer has {caller.needle!r}; "
+            "drop the rule from the chart if nothing else calls it"
+        )
+
+
+def test_all_namespaces_rbac_is_exactly_what_the_code_calls(helm: Path) -> None:
     objects = render(helm)
-    cluster_role = one(objects, "ClusterRole")
-    assert rules_of(cluster_role) == {**CLUSTER_RULES, **NAMESPACED_RULES}
-    container = operator_container(objects)
-    assert "--all-namespaces" in container["args"]
+    assert rules_of(operator_cluster_role(objects)) == verbs(
+        CLUSTER_CALLERS, KUEUE_CLUSTER_CALLERS, NAMESPACED_CALLERS, KUEUE_NAMESPACED_CALLERS
+    )
+    assert "--all-namespaces" in operator_container(objects)["args"]
 
 
-def test_watch_namespace_moves_namespaced_rules_into_a_role(helm: Path) -> None:
+def test_watch_namespace_moves_namespaced_rules_and_secrets_into_a_role(helm: Path) -> None:
     objects = render(helm, *VALUE_SETS["namespaced"])
-    assert rules_of(one(objects, "ClusterRole")) == CLUSTER_RULES
+    assert rules_of(operator_cluster_role(objects)) == verbs(
+        CLUSTER_CALLERS, KUEUE_CLUSTER_CALLERS, NAMESPACE_MODE_CALLERS
+    )
     (watched,) = [r for r in of_kind(objects, "Role") if r["metadata"]["namespace"] == "slurm"]
-    assert rules_of(watched) == NAMESPACED_RULES
+    assert rules_of(watched) == verbs(NAMESPACED_CALLERS, KUEUE_NAMESPACED_CALLERS, SECRET_CALLERS)
     (binding,) = [
         b for b in of_kind(objects, "RoleBinding") if b["metadata"]["namespace"] == "slurm"
     ]
@@ -201,15 +375,55 @@ def test_watch_namespace_moves_namespaced_rules_into_a_role(helm: Path) -> None:
     }
     assert binding["subjects"][0]["namespace"] == RELEASE_NAMESPACE
     assert "--namespace=slurm" in operator_container(objects)["args"]
+    assert secret_readers(objects) == [watched]
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_no_pods_exec_and_no_secret_list_or_watch_anywhere(helm: Path, name: str) -> None:
+    objects = render(helm, *VALUE_SETS[name])
+    for role in of_kind(objects, "ClusterRole") + of_kind(objects, "Role"):
+        granted = rules_of(role)
+        assert ("", "pods/exec") not in granted
+        assert not granted.get(("", "secrets"), set()) & {"list", "watch"}
+
+
+def test_secrets_are_a_role_in_each_cluster_namespace(helm: Path) -> None:
+    objects = render(helm, *VALUE_SETS["cluster-namespaces"])
+    readers = secret_readers(objects)
+    assert {(r["kind"], r["metadata"].get("namespace")) for r in readers} == {
+        ("Role", "slurm"),
+        ("Role", "team-b"),
+    }
+    for reader in readers:
+        assert rules_of(reader) == verbs(SECRET_CALLERS)
+    bindings = by_name(objects, "RoleBinding")
+    for reader in readers:
+        binding = bindings[(reader["metadata"]["namespace"], reader["metadata"]["name"])]
+        assert binding["roleRef"]["name"] == reader["metadata"]["name"]
+        assert binding["subjects"][0]["namespace"] == RELEASE_NAMESPACE
+
+
+def test_without_cluster_namespaces_secrets_are_get_by_name_cluster_wide(helm: Path) -> None:
+    objects = render(helm)
+    (reader,) = secret_readers(objects)
+    assert reader["kind"] == "ClusterRole"
+    assert rules_of(reader) == verbs(SECRET_CALLERS)
+    (binding,) = [
+        b
+        for b in of_kind(objects, "ClusterRoleBinding")
+        if b["roleRef"]["name"] == reader["metadata"]["name"]
+    ]
+    assert binding["subjects"][0]["namespace"] == RELEASE_NAMESPACE
 
 
 def test_kueue_rules_are_dropped_when_kueue_is_off(helm: Path) -> None:
-    granted = rules_of(one(render(helm, *VALUE_SETS["no-kueue"]), "ClusterRole"))
+    granted = rules_of(operator_cluster_role(render(helm, *VALUE_SETS["no-kueue"])))
     assert not [key for key in granted if key[0] == "kueue.x-k8s.io"]
+    assert ("slurmkube.io", "slurmreservationchecks") not in granted
     assert ("", "pods") in granted
 
 
-def test_leader_election_lease_is_granted_by_name_in_the_release_namespace(helm: Path) -> None:
+def test_release_namespace_role_is_the_lease_by_name_and_kopf_events(helm: Path) -> None:
     objects = render(helm)
     (role,) = [
         r for r in of_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")
@@ -222,16 +436,21 @@ def test_leader_election_lease_is_granted_by_name_in_the_release_namespace(helm:
         for resource in rule["resources"]
         for name in rule.get("resourceNames", [""])
     }
-    assert granted == LEASE_RULES
-    bindings = [b for b in of_kind(objects, "RoleBinding") if b["roleRef"]["kind"] == "Role"]
+    assert granted == verbs(RELEASE_CALLERS)
+    bindings = [
+        b
+        for b in of_kind(objects, "RoleBinding")
+        if b["metadata"]["namespace"] == RELEASE_NAMESPACE
+    ]
     assert {b["roleRef"]["name"] for b in bindings} == {role["metadata"]["name"]}
 
 
-def test_every_rbac_rule_says_why(helm: Path) -> None:
-    result = run_helm(helm, "template", "slurmkube", str(CHART), "--kube-version", KUBE_VERSION)
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_rbac_rule_says_why(helm: Path, name: str) -> None:
+    result = template_without_image(helm, *IMAGE, *VALUE_SETS[name])
     lines = result.stdout.splitlines()
     verb_lines = [i for i, line in enumerate(lines) if line.strip().startswith("verbs:")]
-    assert len(verb_lines) >= len(NAMESPACED_RULES) // 2
+    assert len(verb_lines) >= len(NAMESPACED_CALLERS) // 2
     for i in verb_lines:
         assert lines[i - 1].strip().startswith("#"), (
             f"rule without a reason: {lines[i - 3 : i + 1]}"
@@ -274,6 +493,36 @@ def test_image_digest_wins_over_tag(helm: Path) -> None:
     assert container["image"] == f"slurmkube/operator@{digest}"
 
 
+@pytest.mark.parametrize("values", [[], ["--set", "image.tag=0.1.0"], ["--set", "replicaCount=0"]])
+def test_chart_without_an_image_source_fails_closed(helm: Path, values: list[str]) -> None:
+    result = template_without_image(helm, *values)
+    assert result.returncode != 0
+    assert "image.registry is required" in result.stderr
+
+
+DIGEST = "sha256:" + "b" * 64
+
+
+@pytest.mark.parametrize(
+    ("values", "image"),
+    [
+        (["--set", "image.registry=mirror/hpc"], "mirror/hpc/operator:0.1.0"),
+        (["--set", "image.registry=mirror/hpc/"], "mirror/hpc/operator:0.1.0"),
+        (["--set", "image.repository=team/op"], "team/op:0.1.0"),
+        (["--set", "image.registry=a", "--set", "image.repository=b/op"], "b/op:0.1.0"),
+        (["--set", f"image.digest={DIGEST}"], f"slurmkube/operator@{DIGEST}"),
+        (["--set", "image.registry=r", "--set", f"image.digest={DIGEST}"], f"r/operator@{DIGEST}"),
+    ],
+)
+def test_operator_image_comes_only_from_explicit_values(
+    helm: Path, values: list[str], image: str
+) -> None:
+    result = template_without_image(helm, *values)
+    assert result.returncode == 0, result.stderr
+    objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    assert operator_container(objects)["image"] == image
+
+
 @pytest.mark.parametrize(
     ("values", "replicas", "pdb"),
     [
@@ -308,16 +557,7 @@ def test_service_monitor_is_off_by_default(helm: Path) -> None:
 
 
 def test_service_monitor_needs_the_prometheus_operator_api(helm: Path) -> None:
-    result = run_helm(
-        helm,
-        "template",
-        "slurmkube",
-        str(CHART),
-        "--kube-version",
-        KUBE_VERSION,
-        "--set",
-        "metrics.serviceMonitor.enabled=true",
-    )
+    result = template_without_image(helm, *IMAGE, "--set", "metrics.serviceMonitor.enabled=true")
     assert result.returncode != 0
     assert "monitoring.coreos.com/v1" in result.stderr
 
@@ -340,12 +580,12 @@ def test_service_monitor_scrapes_the_metrics_port(helm: Path) -> None:
         ["--set", "watchNamespace=Not_A_Namespace"],
         ["--set", "logLevel=chatty"],
         ["--set", "replicas=2"],
+        ["--set", "clusterNamespaces={Not_A_Namespace}"],
+        ["--set", "image.registry=Has Spaces"],
     ],
 )
 def test_schema_rejects_bad_values(helm: Path, bad: list[str]) -> None:
-    result = run_helm(
-        helm, "template", "slurmkube", str(CHART), "--kube-version", KUBE_VERSION, *bad
-    )
+    result = template_without_image(helm, *IMAGE, *bad)
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
 

@@ -206,3 +206,10 @@ def test_config_hash_changes_only_with_content() -> None:
     b = render_files(plan_config(bundle(), list(reversed(nvl_fleet(1, 2)))))
     c = render_files(plan_config(bundle(), nvl_fleet(1, 3)))
     assert a.hash == b.hash != c.hash
+
+
+def test_only_slurm_user_may_ask_slurmctld_for_a_token() -> None:
+    # jwt.key is root-equivalent: users get no `scontrol token` (slurm.conf(5)
+    # AuthAltParameters disable_token_creation); the operator mints its own.
+    slurm = render_files(plan_config(bundle(), nvl_fleet(1, 2))).files["slurm.conf"]
+    assert "AuthAltParameters=jwt_key=/etc/slurm/jwt.key,disable_token_creation\n" in slurm

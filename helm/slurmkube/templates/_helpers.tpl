@@ -41,33 +41,53 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/*
+The operator image. No default registry: without image.registry,
+image.repository or image.digest the chart fails rather than name a public
+repository someone else could claim (the operator reads every cluster's keys).
+*/}}
 {{- define "slurmkube.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- $image := .Values.image }}
+{{- $repository := $image.repository }}
+{{- if and (not $repository) $image.registry }}
+{{- $repository = printf "%s/operator" (trimSuffix "/" $image.registry) }}
+{{- end }}
+{{- if and (not $repository) $image.digest }}
+{{- $repository = "slurmkube/operator" }}
+{{- end }}
+{{- if not $repository }}
+{{- fail "image.registry is required (or image.repository, or image.digest): the registry you pushed `make images` to. The chart has no default, so it never pulls a name someone else can claim." }}
+{{- end }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $repository $image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion $image.tag) }}
 {{- end }}
 {{- end }}
 
 {{/*
 Rules for namespaced kinds: in a ClusterRole when the operator watches every
 namespace, in a Role in watchNamespace otherwise. One list, so the two modes
-cannot drift apart. Every verb says why; no wildcards.
+cannot drift apart. Every verb names its caller (tests/unit/test_helm.py
+checks each against the code); no wildcards. Secrets are apart
+(slurmkube.secretRules): never granted with list or watch.
 */}}
 {{- define "slurmkube.namespacedRules" -}}
 - apiGroups: [slurmkube.io]
-  resources: [slurmclusters, nodesets]
-  # get/list/watch: kopf watches both kinds and the controllers read them.
-  # patch: kopf adds its finalizer and records handler progress in annotations.
+  resources: [slurmclusters]
+  # get: controllers/observe.py and lending.py read the cluster by name.
+  # list/watch: kopf's watch (controllers/handlers.py cluster_event).
+  # patch: kopf's finalizer and progress annotations (the on.delete handler).
   verbs: [get, list, watch, patch]
 - apiGroups: [slurmkube.io]
-  resources: [slurmclusters/status, nodesets/status]
-  # get/patch: observedGeneration, conditions, node and GPU counts.
-  verbs: [get, patch]
+  resources: [nodesets]
+  # list/watch: kopf's watch and controllers/observe.py, lending_observe.py.
+  # patch: kopf's finalizer (node_set_deleted holds a NodeSet until drained).
+  verbs: [list, watch, patch]
 - apiGroups: [slurmkube.io]
-  resources: [nodesets/scale]
-  # get: read the replica count HPA/KEDA set through the scale subresource.
-  verbs: [get]
+  resources: [slurmclusters/status, nodesets/status]
+  # patch: controllers/status.py writes conditions and counts (merge patch).
+  verbs: [patch]
 - apiGroups: [slurmkube.io]
   resources: [slurmclusters/finalizers, nodesets/finalizers]
   # update: children carry owner references with blockOwnerDeletion, which the
@@ -76,68 +96,80 @@ cannot drift apart. Every verb says why; no wildcards.
   verbs: [update]
 - apiGroups: [""]
   resources: [pods]
-  # get/list/watch: slurmd and daemon pods, and which node each runs on.
-  # create/patch: slurmd pods by server-side apply (an apply that creates
-  # needs create as well as patch); patch also sets the slurmctld pod's
-  # slurmkube.io/config-hash annotation, which makes the kubelet sync its
-  # config volume at once. delete: a slurmd pod, only after its node drained.
+  # get/list/watch: slurmd and daemon pods (observe, kopf's slurmd pod watch,
+  # the test bed's pod-IP endpoints). create/patch: slurmd pods by server-side
+  # apply (an apply that creates needs create too); patch also sets the
+  # slurmctld pod's config-hash annotation. delete: a drained slurmd pod.
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/status]
-  # patch: the slurmkube.io/SlurmNode condition mirrors each slurmd pod's Slurm
-  # node state (a strategic merge of that one condition).
+  # patch: the slurmkube.io/SlurmNode condition of each slurmd pod.
   verbs: [patch]
 - apiGroups: [""]
-  resources: [pods/exec]
-  # create, get: scontrol inside the slurmctld pod when slurmrestd is off.
-  # WebSocket exec (the Python client's) is authorized as get before
-  # Kubernetes 1.35 and additionally as create from 1.35 on
-  # (AuthorizePodWebsocketUpgradeCreatePermission); SPDY exec needs create.
-  verbs: [create, get]
+  resources: [services]
+  # create/patch: server-side apply of the daemons' Services. delete: the
+  # slurmdbd Service when accounting is switched off.
+  verbs: [create, patch, delete]
 - apiGroups: [""]
-  resources: [services, configmaps]
-  # get/list/watch: observe what was applied. create/patch: server-side apply
-  # of slurm.conf and friends and of the slurmctld/slurmrestd Services.
-  # delete: a component that was switched off (login set, accounting).
-  verbs: [get, list, watch, create, patch, delete]
-- apiGroups: [""]
-  resources: [secrets]
-  # get/list/watch: the auth keys (slurm.key, jwt.key) and the database
-  # credentials a SlurmCluster references. create/patch: keys generated once
-  # when none is referenced, and slurmdbd.conf (it holds the database
-  # password). delete: that slurmdbd.conf Secret when accounting is switched
-  # off, so the password does not outlive its use; generated keys go with
-  # their SlurmCluster through the garbage collector, never by the operator.
-  verbs: [get, list, watch, create, patch, delete]
-- apiGroups: [""]
-  resources: [persistentvolumeclaims]
-  # get/list/watch: report a slurmctld state volume that does not bind. The
-  # StatefulSet controller creates the claims, not the operator.
-  verbs: [get, list, watch]
-- apiGroups: [""]
-  resources: [events]
-  # create/patch: Events for significant actions (kopf posts with create;
-  # patch updates the count of a repeated event).
+  resources: [configmaps]
+  # create/patch: server-side apply of slurm.conf and friends.
   verbs: [create, patch]
-- apiGroups: [events.k8s.io]
+- apiGroups: [""]
   resources: [events]
-  # create/patch: the same, through the events.k8s.io/v1 API.
+  # create: an Event per action (kube/client.py Kube.event, kopf's posting).
+  verbs: [create]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  # create/patch: server-side apply of slurmctld.
   verbs: [create, patch]
 - apiGroups: [apps]
-  resources: [statefulsets, deployments]
-  # get/list/watch: rollout state for conditions. create/patch: server-side
-  # apply of slurmctld (StatefulSet) and slurmrestd/login (Deployments).
-  # delete: a component that was switched off.
-  verbs: [get, list, watch, create, patch, delete]
+  resources: [deployments]
+  # create/patch: server-side apply of slurmrestd, login and slurmdbd.
+  # delete: slurmdbd when accounting is switched off.
+  verbs: [create, patch, delete]
 {{- if .Values.rbac.kueue }}
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads]
-  # get/list/watch: workloads waiting on the slurmkube admission check.
-  # patch: kopf's finalizer, so lent nodes are returned before a workload goes.
-  verbs: [get, list, watch, patch]
+  # list/watch: kopf's watch and the bridge's round (controllers/lending.py).
+  verbs: [list, watch]
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads/status]
-  # get/patch: set the admission check's state and podSetUpdates.
-  verbs: [get, patch]
+  # patch: server-side apply of the admission check's state and podSetUpdates.
+  verbs: [patch]
 {{- end }}
+{{- end }}
+
+{{/*
+Secrets, by name only: the auth keys (<cluster>-auth or the Secrets a
+SlurmCluster names) and the database login are read with get; the keys are
+created once; slurmdbd.conf is applied (create/patch) and deleted when
+accounting is switched off. No list or watch: nothing reads every Secret.
+*/}}
+{{- define "slurmkube.secretRules" -}}
+- apiGroups: [""]
+  resources: [secrets]
+  # get: kube/client.py Kube.secret_value (slurm.key, jwt.key, database login).
+  # create: the generated keys (create_if_absent) and slurmdbd.conf (apply).
+  # patch: slurmdbd.conf (server-side apply). delete: slurmdbd.conf when
+  # accounting is switched off, so the password does not outlive its use.
+  verbs: [get, create, patch, delete]
+{{- end }}
+
+{{/* The namespaces that hold SlurmClusters, as a list (NetworkPolicies go there). */}}
+{{- define "slurmkube.clusterNamespaces" -}}
+{{- if .Values.watchNamespace }}
+{{- list .Values.watchNamespace | toJson }}
+{{- else }}
+{{- .Values.clusterNamespaces | default list | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* A NetworkPolicy peer: the operator's pods in the release namespace. */}}
+{{- define "slurmkube.operatorPeer" -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .Release.Namespace }}
+  podSelector:
+    matchLabels:
+      {{- include "slurmkube.selectorLabels" . | nindent 6 }}
 {{- end }}

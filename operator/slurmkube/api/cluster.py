@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from slurmkube.api import grammar
+from slurmkube.api import grammar, slurm_conf_keys
 from slurmkube.api import well_known as wk
 from slurmkube.api.health import HealthSpec
 from slurmkube.api.meta import (
@@ -251,17 +251,17 @@ class SlurmClusterSpec(StrictModel):
             },
             "x-kubernetes-validations": [
                 {
-                    "rule": "self.all(l, !(l.split('=')[0].lowerAscii() in "
-                    + "["
-                    + ", ".join(f"'{k}'" for k in sorted(grammar.MANAGED_KEYS))
-                    + "]))",
-                    "message": "extraConfig may not set a key slurmkube manages "
-                    "(NodeName, PartitionName, SlurmctldHost, Include, Prolog, ...)",
+                    "rule": "self.all(l, l.split('=')[0].lowerAscii() in ["
+                    + ", ".join(f"'{k}'" for k in sorted(slurm_conf_keys.EXTRA_CONFIG_KEYS))
+                    + "])",
+                    "message": "extraConfig may not set a key slurmkube manages or one "
+                    "that runs a program; allowed keys: docs/security.md",
                 }
             ],
         },
     )
-    """Extra slurm.conf directives, one `Key=Value` each, for keys slurmkube does not manage."""
+    """Extra slurm.conf directives, one `Key=Value` each, for keys on the allow-list
+    (`slurmkube.api.slurm_conf_keys`): never a key slurmkube renders or a program."""
 
     @field_validator("cluster_name")
     @classmethod

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from slurmkube.api import slurm_conf_keys
+
 __all__ = [
     "InvalidValue",
     "SlurmToken",
@@ -230,59 +232,10 @@ def param_list(value: object, where: str) -> SlurmToken:
 # the value is one token of printable characters without `#` or a space.
 _CONFIG_LINE: Final = re.compile(r"([A-Za-z]{2,40})=([!-~]{1,1024})")
 
-# Directives slurmkube owns: a user line for these would silently fight the
-# operator (or, for Include, read a file nobody reviewed).
-MANAGED_KEYS: Final = frozenset(
-    k.lower()
-    for k in (
-        "Include",
-        "ClusterName",
-        "SlurmctldHost",
-        "ControlMachine",
-        "BackupController",
-        "SlurmctldPort",
-        "SlurmdPort",
-        "AuthType",
-        "AuthAltTypes",
-        "AuthAltParameters",
-        "AuthInfo",
-        "CredType",
-        "NodeName",
-        "PartitionName",
-        "NodeSet",
-        "DownNodes",
-        "TopologyPlugin",
-        "SelectType",
-        "GresTypes",
-        "StateSaveLocation",
-        "SlurmdSpoolDir",
-        "SlurmUser",
-        "SlurmctldPidFile",
-        "SlurmdPidFile",
-        "SlurmctldLogFile",
-        "SlurmdLogFile",
-        "ResumeProgram",
-        "SuspendProgram",
-        "ResumeFailProgram",
-        "SuspendTime",
-        "SuspendTimeout",
-        "ResumeTimeout",
-        "SuspendExcNodes",
-        "Prolog",
-        "Epilog",
-        "PrologSlurmctld",
-        "EpilogSlurmctld",
-        "SchedulerParameters",
-        "PluginDir",
-        "AccountingStorageType",
-        "AccountingStorageHost",
-        "AccountingStoragePort",
-    )
-)
-
 
 def config_line(value: object, where: str) -> SlurmToken:
-    """An extra `Key=Value` line for slurm.conf, for keys slurmkube does not manage."""
+    """An extra `Key=Value` line for slurm.conf, for a key on the allow-list
+    (`slurmkube.api.slurm_conf_keys`); `where` is its field, the key is named too."""
     token = _check(
         _CONFIG_LINE,
         value,
@@ -293,11 +246,12 @@ def config_line(value: object, where: str) -> SlurmToken:
     if "#" in token:
         raise InvalidValue(where=where, value=token, accepted="a value without '#'")
     key = token.split("=", 1)[0]
-    if key.lower() in MANAGED_KEYS:
+    why = slurm_conf_keys.refusal(key)
+    if why is not None:
         raise InvalidValue(
             where=where,
             value=token,
-            accepted=f"a key slurmkube does not manage ({key} is set from the spec)",
+            accepted=f"a key an operator may set ({why}; see docs/security.md)",
         )
     return token
 

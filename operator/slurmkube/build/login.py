@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import SLURM_GID, Manifest, names_of
-from slurmkube.build.pod import daemon_container, deployment, slurm_etc
+from slurmkube.build.pod import SLURM_KEY, daemon_container, deployment, slurm_etc
 
 
 def login_deployment(cluster: SlurmCluster) -> Manifest:
@@ -28,11 +28,12 @@ def login_deployment(cluster: SlurmCluster) -> Manifest:
     # from /run/slurm, but creates neither parent: without it, it exits at once
     # ("failed to create a clean cache dir").
     container["volumeMounts"].append({"name": "run-slurm", "mountPath": "/run/slurm"})
-    etc = slurm_etc(cluster)
-    etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
     pod = {
         "containers": [container],
-        "volumes": [etc, {"name": "run-slurm", "emptyDir": {"medium": "Memory"}}],
+        "volumes": [
+            slurm_etc(cluster, keys=[SLURM_KEY], config=False),
+            {"name": "run-slurm", "emptyDir": {"medium": "Memory"}},
+        ],
         "securityContext": {"fsGroup": SLURM_GID},
     }
     return deployment(cluster, names.login, "sackd", cluster.spec.login.replicas, pod)

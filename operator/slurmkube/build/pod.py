@@ -9,28 +9,34 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import Manifest, labels, meta, names_of
 
+# The shared keys (docs/security.md): slurm.key signs and verifies auth/slurm
+# credentials for any uid, jwt.key mints a JWT for any user. Each pod gets only
+# the keys its daemon reads.
+SLURM_KEY = "slurm.key"
+JWT_KEY = "jwt.key"
 
-def slurm_etc(cluster: SlurmCluster) -> Manifest:
-    """/etc/slurm: the rendered files and the keys, in one projected volume."""
+
+def slurm_etc(
+    cluster: SlurmCluster, keys: Sequence[str] = (SLURM_KEY, JWT_KEY), config: bool = True
+) -> Manifest:
+    """/etc/slurm: the rendered files (`config`) and the named `keys`, in one
+    read-only projected volume."""
     names = names_of(cluster)
-    slurm_secret = cluster.spec.auth.slurm_key_secret or names.auth
-    jwt_secret = cluster.spec.auth.jwt_key_secret or names.auth
+    secret_of = {
+        SLURM_KEY: cluster.spec.auth.slurm_key_secret or names.auth,
+        JWT_KEY: cluster.spec.auth.jwt_key_secret or names.auth,
+    }
+    sources: list[Manifest] = [{"configMap": {"name": names.config}}] if config else []
+    sources += [
+        {"secret": {"name": secret_of[key], "items": [{"key": key, "path": key}]}} for key in keys
+    ]
     return {
         "name": "slurm-etc",
         "projected": {
-            # Group-readable for the slurm group (fsGroup); Slurm refuses
-            # key files that others can read.
+            # Group-readable for the daemon's group (fsGroup): Kubernetes owns the
+            # files as root, and Slurm refuses key files that others can read.
             "defaultMode": 0o440,
-            "sources": [
-                {"configMap": {"name": names.config}},
-                {
-                    "secret": {
-                        "name": slurm_secret,
-                        "items": [{"key": "slurm.key", "path": "slurm.key"}],
-                    }
-                },
-                {"secret": {"name": jwt_secret, "items": [{"key": "jwt.key", "path": "jwt.key"}]}},
-            ],
+            "sources": sources,
         },
     }
 

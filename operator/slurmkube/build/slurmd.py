@@ -8,7 +8,7 @@ import json
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster
 from slurmkube.build.names import Manifest, meta, names_of, pod_hostname
-from slurmkube.build.pod import daemon_container, slurm_etc
+from slurmkube.build.pod import SLURM_KEY, daemon_container, slurm_etc
 
 
 def slurmd_pod(
@@ -45,8 +45,7 @@ def slurmd_pod(
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]
-    etc = slurm_etc(cluster)
-    etc["projected"]["sources"] = etc["projected"]["sources"][1:2]
+    etc = slurm_etc(cluster, keys=[SLURM_KEY], config=False)
     metadata = meta(
         cluster,
         names.slurmd_pod(node_set.metadata.name, node),

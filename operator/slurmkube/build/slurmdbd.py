@@ -60,8 +60,8 @@ def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
             {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR},
         ],
     }
-    etc = slurm_etc(cluster)
-    etc["projected"]["sources"] = etc["projected"]["sources"][1:]  # the keys only
+    # Both keys: auth/slurm, and slurmdbd verifies the JWTs slurmrestd forwards.
+    etc = slurm_etc(cluster, config=False)
     labels_ = labels(cluster, "slurmdbd")
     return {
         "apiVersion": "apps/v1",
