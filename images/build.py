@@ -46,9 +46,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # Bump when the recipe changes in a way the hashed inputs do not show.
@@ -204,41 +205,42 @@ def _source_entries(text: str, deb822: bool) -> Iterator[tuple[list[str], str, l
             yield [line[0]], line[1], [line[2]]
 
 
+def mirror_from_sources(sources: Iterable[tuple[str, str]], codename: str) -> str | None:
+    """The first URI of a `deb` entry for `codename` in (file name, text) pairs."""
+    for name, text in sources:
+        if not (name.endswith((".list", ".sources")) or name == "sources.list"):
+            continue
+        for types, uri, suites in _source_entries(text, name.endswith(".sources")):
+            if "deb" in types and codename in suites:
+                return uri.rstrip("/")
+    return None
+
+
 def debian_mirror() -> str:
     """The URI this machine's apt fetches its own release's binary packages from."""
     if override := os.environ.get("SLURMKUBE_DEBIAN_MIRROR"):
         return override
     codename = _os_codename()
     files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
-    for path in files:
-        if path.suffix not in (".list", ".sources") and path.name != "sources.list":
-            continue
-        with contextlib.suppress(OSError):
-            for types, uri, suites in _source_entries(path.read_text(), path.suffix == ".sources"):
-                if "deb" in types and codename in suites:
-                    return uri.rstrip("/")
-    raise SystemExit(
-        f"images: no 'deb' source for {codename} in /etc/apt/sources.list*; "
-        "set SLURMKUBE_DEBIAN_MIRROR to a Debian mirror URI"
-    )
+    sources = [(f.name, f.read_text()) for f in files if f.is_file()]
+    mirror = mirror_from_sources(sources, codename)
+    if mirror is None:
+        raise SystemExit(
+            f"images: no 'deb' source for {codename} in /etc/apt/sources.list*; "
+            "set SLURMKUBE_DEBIAN_MIRROR to a Debian mirror URI"
+        )
+    return mirror
 
 
 def apt_settings() -> str:
     """The machine's apt settings a build's apt-get must share (freshness, proxy)."""
-    dump = subprocess.run(
-        ["apt-config", "dump"], capture_output=True, text=True, check=True
-    ).stdout
+    dump = subprocess.run(["apt-config", "dump"], capture_output=True, text=True, check=True).stdout
     wanted = re.compile(r"^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy) ")
     return "".join(f"{line}\n" for line in dump.splitlines() if wanted.match(line))
 
 
 def pip_settings() -> str:
-    """The machine's pip configuration, merged in pip's order, minus host paths.
-
-    `cert` names a file on this machine: the build mounts the CA bundle itself
-    and points PIP_CERT at it. `find-links` names host directories.
-    """
-    parser = configparser.ConfigParser(interpolation=None)
+    """The machine's pip configuration, in pip's order of precedence."""
     candidates = [
         Path("/etc/xdg/pip/pip.conf"),
         Path("/etc/pip.conf"),
@@ -247,24 +249,37 @@ def pip_settings() -> str:
     ]
     if env_file := os.environ.get("PIP_CONFIG_FILE"):
         candidates.append(Path(env_file))
-    parser.read([str(p) for p in candidates if p.is_file()])
+    return merge_pip_config([p.read_text() for p in candidates if p.is_file()], os.environ)
+
+
+# pip's environment settings a build shares; PIP_CERT and host paths it does not.
+PIP_ENV_KEYS = {
+    "PIP_INDEX_URL": "index-url",
+    "PIP_EXTRA_INDEX_URL": "extra-index-url",
+    "PIP_TRUSTED_HOST": "trusted-host",
+    "PIP_DEFAULT_TIMEOUT": "timeout",
+}
+# Options naming files on this machine: the build mounts the CA bundle itself
+# (PIP_CERT), and host directories do not exist in a build container.
+PIP_HOST_PATHS = ("cert", "client-cert", "find-links")
+
+
+def merge_pip_config(texts: Sequence[str], env: Mapping[str, str]) -> str:
+    """pip config files (later wins) and pip's environment, minus host paths."""
+    parser = configparser.ConfigParser(interpolation=None)
+    for text in texts:
+        parser.read_string(text)
     if not parser.has_section("global"):
         parser.add_section("global")
-    for env, key in (
-        ("PIP_INDEX_URL", "index-url"),
-        ("PIP_EXTRA_INDEX_URL", "extra-index-url"),
-        ("PIP_TRUSTED_HOST", "trusted-host"),
-        ("PIP_DEFAULT_TIMEOUT", "timeout"),
-    ):
-        if value := os.environ.get(env):
+    for variable, key in PIP_ENV_KEYS.items():
+        if value := env.get(variable):
             parser.set("global", key, value)
-    for section in parser.sections():
-        for key in ("cert", "find-links", "client-cert"):
-            parser.remove_option(section, key)
     lines = []
     for section in parser.sections():
         lines.append(f"[{section}]")
-        lines.extend(f"{k} = {v}" for k, v in parser.items(section))
+        lines.extend(
+            f"{k} = {v}" for k, v in parser.items(section, raw=True) if k not in PIP_HOST_PATHS
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -278,11 +293,11 @@ def ca_bundle() -> Path:
 # --- content keys -----------------------------------------------------------
 
 
-def input_files(image: Image) -> list[Path]:
+def input_files(image: Image, root: Path = ROOT) -> list[Path]:
     """Every file the build copies, relative to the repo root, sorted."""
     found: list[Path] = []
     for entry in image.inputs:
-        path = ROOT / entry
+        path = root / entry
         if not path.exists():
             raise SystemExit(f"images: {image.name}: input {entry} does not exist")
         if path.is_file():
@@ -290,7 +305,7 @@ def input_files(image: Image) -> list[Path]:
             continue
         for file in path.rglob("*"):
             if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
-                found.append(file.relative_to(ROOT))
+                found.append(file.relative_to(root))
     return sorted(found)
 
 
@@ -302,11 +317,12 @@ def base_key(suite: str) -> str:
     return _digest({"recipe": RECIPE_VERSION, "suite": suite, "variant": "minbase"})
 
 
-def image_key(image: Image) -> str:
+def image_key(image: Image, root: Path = ROOT) -> str:
+    """Changes when the recipe, the base or any copied file (content or x bit) does."""
     files = {}
-    for rel in input_files(image):
-        data = (ROOT / rel).read_bytes()
-        executable = os.access(ROOT / rel, os.X_OK)
+    for rel in input_files(image, root):
+        data = (root / rel).read_bytes()
+        executable = os.access(root / rel, os.X_OK)
         files[str(rel)] = f"{hashlib.sha256(data).hexdigest()}:{int(executable)}"
     return _digest(
         {
@@ -340,9 +356,7 @@ class Podman:
 
     def exists(self, ref: str) -> bool:
         return (
-            subprocess.run(
-                ["podman", "image", "exists", ref], env=self.env, check=False
-            ).returncode
+            subprocess.run(["podman", "image", "exists", ref], env=self.env, check=False).returncode
             == 0
         )
 
@@ -378,8 +392,14 @@ def build_base(podman: Podman, cache: Path, suite: str) -> str:
         rootfs = work / "rootfs"
         print(f"images: debootstrap --variant=minbase {suite} (mirror from apt's sources)")
         subprocess.run(
-            ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror,
-             *debootstrap_script(suite)],
+            [
+                "debootstrap",
+                "--variant=minbase",
+                suite,
+                str(rootfs),
+                mirror,
+                *debootstrap_script(suite),
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -448,9 +468,17 @@ def build_image(podman: Podman, cache: Path, image: Image) -> Built:
             mounts = [f"--secret=id={k},src={v}" for k, v in secrets(cache).items()]
             print(f"images: building {image.name} ({ref})")
             podman.run(
-                "build", "--pull=never", "--network=host", "--layers",
-                "--file", str(context / image.dockerfile), *args, *mounts,
-                "--tag", ref, str(context),
+                "build",
+                "--pull=never",
+                "--network=host",
+                "--layers",
+                "--file",
+                str(context / image.dockerfile),
+                *args,
+                *mounts,
+                "--tag",
+                ref,
+                str(context),
             )
         finally:
             shutil.rmtree(context, ignore_errors=True)
@@ -458,8 +486,15 @@ def build_image(podman: Podman, cache: Path, image: Image) -> Built:
     version = ""
     if image.version_of:
         out = podman.run(
-            "run", "--rm", "--network=none", "--user=0", "--entrypoint", image.version_of[0],
-            ref, *image.version_of[1:], capture=True,
+            "run",
+            "--rm",
+            "--network=none",
+            "--user=0",
+            "--entrypoint",
+            image.version_of[0],
+            ref,
+            *image.version_of[1:],
+            capture=True,
         )
         # Debian's 24.11.5-4+deb13u1 -> upstream 24.11.5.
         version = out.strip().split("-", 1)[0].split(":")[-1]
@@ -512,16 +547,19 @@ def cmd_build(only: Sequence[str] | None) -> list[Built]:
             manifest = json.loads(manifest_path(cache).read_text())
         for built in results:
             manifest[built.name] = {
-                "key": built.key, "ref": built.ref, "id": built.image_id, "tags": list(built.tags)
+                "key": built.key,
+                "ref": built.ref,
+                "id": built.image_id,
+                "tags": list(built.tags),
             }
         manifest_path(cache).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return results
 
 
-def built_images() -> dict[str, dict[str, object]]:
-    """What the last builds recorded, by image name (the smoke tests read this)."""
+def built_images() -> dict[str, dict[str, Any]]:
+    """What the builds recorded, by image name: key, ref, id, tags."""
     path = manifest_path(cache_dir())
-    data: dict[str, dict[str, object]] = json.loads(path.read_text()) if path.exists() else {}
+    data: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
     return data
 
 
@@ -535,8 +573,10 @@ def cmd_export(out: Path, only: Sequence[str] | None) -> None:
         ref = f"{image.repo}:{image.name}-{key}"
         entry = recorded.get(image.name)
         if not podman.exists(ref) or entry is None:
-            raise SystemExit(f"images: {image.name} is not built for its current inputs; make images")
-        tags = [str(t) for t in entry["tags"]]  # type: ignore[attr-defined]
+            raise SystemExit(
+                f"images: {image.name} is not built for its current inputs; make images"
+            )
+        tags = [str(t) for t in entry["tags"]]
         name = tags[-1].rsplit("/", 1)[-1].replace(":", "-")
         archive = out / f"{name}.oci.tar"
         archive.unlink(missing_ok=True)
@@ -572,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(data, indent=2, sort_keys=True))
         else:
             for name, entry in sorted(data.items()):
-                print(f"{name}: {' '.join(map(str, entry['tags']))}")  # type: ignore[call-overload]
+                print(f"{name}: {' '.join(entry['tags'])}")
     return 0
 
 

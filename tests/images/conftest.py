@@ -3,30 +3,13 @@ slurmkube's own image store, and containers removed by name at the end."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _build_tool() -> ModuleType:
-    """images/build.py is a script, not a package: load it by path."""
-    spec = importlib.util.spec_from_file_location("slurmkube_images_build", ROOT / "images/build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-BUILD = _build_tool()
+from images import build as image_build
 
 
 @dataclass
@@ -50,6 +33,14 @@ class Podman:
                 f"podman {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}"
             )
         return proc.stdout
+
+    def succeeds(self, *args: str) -> bool:
+        return (
+            subprocess.run(
+                ["podman", *args], env=self.env, capture_output=True, timeout=60, check=False
+            ).returncode
+            == 0
+        )
 
     def start(self, name: str, image: str, *args: str, options: tuple[str, ...] = ()) -> str:
         self("rm", "--force", "--ignore", name)
@@ -76,12 +67,12 @@ class Podman:
 @pytest.fixture(scope="session")
 def images() -> dict[str, str]:
     """Image name -> content-keyed reference. Builds what changed (cached: seconds)."""
-    return {built.name: built.ref for built in BUILD.cmd_build(None)}
+    return {built.name: built.ref for built in image_build.cmd_build(None)}
 
 
 @pytest.fixture
 def podman() -> Iterator[Podman]:
-    runner = Podman(BUILD.podman_env(BUILD.cache_dir()))
+    runner = Podman(image_build.podman_env(image_build.cache_dir()))
     try:
         yield runner
     finally:
