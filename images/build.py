@@ -293,6 +293,14 @@ def ca_bundle() -> Path:
 # --- content keys -----------------------------------------------------------
 
 
+def _generated(path: Path) -> bool:
+    """Bytecode and the metadata of an editable install (`make venv` writes
+    operator/slurmkube.egg-info): not sources, never copied."""
+    return path.suffix == ".pyc" or any(
+        part == "__pycache__" or part.endswith(".egg-info") for part in path.parts
+    )
+
+
 def input_files(image: Image, root: Path = ROOT) -> list[Path]:
     """Every file the build copies, relative to the repo root, sorted."""
     found: list[Path] = []
@@ -304,7 +312,7 @@ def input_files(image: Image, root: Path = ROOT) -> list[Path]:
             found.append(Path(entry))
             continue
         for file in path.rglob("*"):
-            if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
+            if file.is_file() and not _generated(file.relative_to(root)):
                 found.append(file.relative_to(root))
     return sorted(found)
 

@@ -90,11 +90,13 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_key_ignores_bytecode_caches(tree: Path) -> None:
+def test_key_ignores_bytecode_and_install_metadata(tree: Path) -> None:
     before = build.image_key(IMAGE, tree)
     (tree / "pkg/__pycache__").mkdir()
     (tree / "pkg/__pycache__/a.cpython-311.pyc").write_bytes(b"\0")
     (tree / "pkg/stray.pyc").write_bytes(b"\0")
+    (tree / "pkg/t.egg-info").mkdir()
+    (tree / "pkg/t.egg-info/PKG-INFO").write_text("Name: t\n")
     assert build.image_key(IMAGE, tree) == before
     assert [str(p) for p in build.input_files(IMAGE, tree)] == [
         "images/t/Dockerfile",
