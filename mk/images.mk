@@ -1,20 +1,23 @@
-# Container images and the Helm chart (docs/helm.md).
+# Container images and the Helm chart (docs/install.md, docs/helm.md).
 #
-#   make images      build slurmkube/operator and slurmkube/slurm with Docker
-#                    (IMAGE_TAG=..., IMAGE_REPO=...); fails with a clear message
-#                    when no Docker engine answers
-#   make helm-crds   copy crds/*.yaml into the chart (helm/slurmkube/crds); the
-#                    unit tests fail while the chart's copies are stale
-#   make helm-lint   helm lint of the chart, default and non-default values
-#   make helm        the pinned helm (go install, cached; e2e/local/install-tools.sh)
+#   make images        build the Slurm 26.05 (Debian forky), Slurm 24.11 (trixie)
+#                      and operator images with podman, from debootstrap bases
+#                      and Debian's packages, no container registry
+#                      (images/build.py; cached by content in $(SLURMKUBE_CACHE)/images)
+#   make images-export write them as OCI archives to IMAGES_OUT (default .run/images)
+#   make test-images   smoke test: each Slurm image's daemons under podman on
+#                      loopback, a job, a clean SIGTERM stop; the operator image's CLI
+#   make helm-crds     copy crds/*.yaml into the chart (helm/slurmkube/crds); the
+#                      unit tests fail while the chart's copies are stale
+#   make helm-lint     helm lint of the chart, default and non-default values
+#   make helm          the pinned helm (go install, cached; e2e/local/install-tools.sh)
 
-IMAGE_REPO ?= slurmkube
-IMAGE_TAG ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' $(ROOT)/pyproject.toml)
-SLURM_IMAGE_TAG ?= 24.11.5
 HELM ?= $(SLURMKUBE_CACHE)/bin/helm
 CHART := $(ROOT)/helm/slurmkube
+IMAGES_OUT ?= $(SLURMKUBE_RUN)/images
+IMAGE_TOOLS := podman buildah runc debootstrap
 
-.PHONY: images image-operator image-slurm docker-check helm helm-crds helm-lint
+.PHONY: images images-tools images-export test-images helm helm-crds helm-lint
 
 # tests/unit/test_helm.py runs the real helm: install it before the unit tests,
 # so a fresh CI clone does not depend on cluster-build having run first.
@@ -24,23 +27,21 @@ helm:
 	@command -v go >/dev/null || { echo "helm: Go is required to build it (go not on PATH); see make cluster-build"; exit 1; }
 	@bash $(ROOT)/e2e/local/install-tools.sh helm
 
-docker-check:
-	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { \
-		echo "make images needs a running Docker engine (docker info failed)."; \
-		echo "The images are not needed here: the local runtime runs the local Slurm build (make slurm)."; \
-		exit 1; }
+# Debian's packages; the machine's apt sources also give debootstrap its mirror.
+images-tools:
+	@for t in $(IMAGE_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			$(IMAGE_TOOLS) uidmap; fi
 
-images: image-operator image-slurm
+images: images-tools
+	@python3 $(ROOT)/images/build.py build
 
-# Both builds use the repo root as context (as e2e/kind/run.sh does); each
-# Dockerfile's .dockerignore keeps the context to the files it copies.
-image-operator: docker-check
-	DOCKER_BUILDKIT=1 docker build -f $(ROOT)/images/operator/Dockerfile \
-		-t $(IMAGE_REPO)/operator:$(IMAGE_TAG) $(ROOT)
+images-export: images
+	@python3 $(ROOT)/images/build.py export --out $(IMAGES_OUT)
 
-image-slurm: docker-check
-	DOCKER_BUILDKIT=1 docker build -f $(ROOT)/images/slurm/Dockerfile \
-		-t $(IMAGE_REPO)/slurm:$(SLURM_IMAGE_TAG) $(ROOT)
+test-images: venv images
+	$(PY) -m pytest tests/images -q
 
 # Helm installs a chart's crds/ verbatim and cannot template or symlink them,
 # so the chart carries copies of the generated CRDs.

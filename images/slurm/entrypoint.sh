@@ -88,6 +88,19 @@ esac
 
 uid=$(id -u)
 want_uid=$(id -u "$user")
+
+# The image's /run/slurm belongs to slurm (sackd's and slurmctld's files).
+# slurmd, as root, refuses a run directory root does not own (26.05:
+# `_prepare_run_dir: /run/slurm exists but is owned by 401`) and links its
+# fetched config to /run/slurm/conf itself. Only the image's own directory is
+# taken over: a volume that root owns (an emptyDir) is left as it is.
+if [[ $role == slurmd ]] && ((uid == 0)); then
+  run_dir=${SLURMKUBE_SLURMD_RUN_DIR:-/run/slurm}
+  if [[ -d $run_dir ]] && owner=$(stat -c %u "$run_dir") && ((owner != 0)) && ((owner == $(id -u slurm))); then
+    rmdir "$run_dir/conf" 2>/dev/null || true
+    chown root:root "$run_dir"
+  fi
+fi
 if ((uid == want_uid)); then
   exec "$role" "${args[@]}" "$@"
 elif ((uid == 0)); then

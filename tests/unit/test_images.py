@@ -1,7 +1,8 @@
 """The container images (images/): static checks of the Dockerfiles, and the
 slurm image's shell programs run for real (bash, curl, a local HTTP server).
 
-No Docker engine here, so nothing is built; `make images` builds where one exists.
+Nothing is built here; `make images` builds them (images/build.py) and
+`make test-images` runs them (tests/images).
 """
 
 from __future__ import annotations
@@ -85,9 +86,17 @@ def test_base_images_are_pinned_by_tag(name: str) -> None:
         assert "$" not in base, f"{name}: base image {base} names an ARG without a default"
 
 
-def test_bases_are_debian_13() -> None:
-    assert DOCKERFILES["slurm"].bases == ("debian:trixie-slim",)
-    assert set(DOCKERFILES["operator"].bases) == {"python:3.11-slim-trixie"}
+def test_bases_are_the_local_debian_13_root_filesystem() -> None:
+    # images/build.py makes it with debootstrap and passes it as BASE_IMAGE:
+    # no image from a registry.
+    assert DOCKERFILES["slurm"].bases == ("localhost/slurmkube/debian:trixie",)
+    assert set(DOCKERFILES["operator"].bases) == {"localhost/slurmkube/debian:trixie"}
+
+
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_images_start_under_tini_so_sigterm_reaches_the_process(name: str) -> None:
+    assert DOCKERFILES[name].entrypoint[:2] == ["/usr/bin/tini", "--"]
+    assert "tini" in DOCKERFILES[name].run
 
 
 @pytest.mark.parametrize("name", sorted(DOCKERFILES))
@@ -101,7 +110,7 @@ def test_images_run_as_a_numeric_non_root_user(name: str) -> None:
 
 
 def test_operator_entrypoint_is_the_operator_subcommand() -> None:
-    assert DOCKERFILES["operator"].entrypoint == ["slurmkube", "operator"]
+    assert DOCKERFILES["operator"].entrypoint[2:] == ["slurmkube", "operator"]
 
 
 def test_slurm_image_installs_every_daemon_from_debian() -> None:
@@ -136,16 +145,21 @@ def test_shell_programs_parse_and_are_not_group_writable(script: Path) -> None:
 def fake_daemons(tmp_path: Path) -> dict[str, str]:
     """A PATH whose slurmd prints its arguments instead of starting, as root.
 
-    `id` answers 0 for everyone, so the root-only slurmd role runs the same
-    under any test user; the uid checks are the entrypoint's, not the test's.
+    `id` answers 0 for everyone but slurm (401), so the root-only slurmd role
+    runs the same under any test user; the uid checks are the entrypoint's, not
+    the test's. slurmd's run directory is one under tmp_path, never the host's.
     """
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in {"slurmd": 'printf "%s\\n" "$@"', "id": "echo 0"}.items():
+    fake_id = 'case "$*" in "-u slurm") echo 401 ;; *) echo 0 ;; esac'
+    for name, body in {"slurmd": 'printf "%s\\n" "$@"', "id": fake_id}.items():
         fake = bin_dir / name
         fake.write_text(f"#!/bin/sh\n{body}\n")
         fake.chmod(0o755)
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURMKUBE_SLURMD_RUN_DIR": str(tmp_path / "run-slurm"),
+    }
 
 
 def run_entrypoint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -182,6 +196,24 @@ def test_entrypoint_runs_slurmd_in_the_foreground_with_one_conf_server(
     result = run_entrypoint({**fake_daemons(tmp_path), **env}, "slurmd", *args)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == expected
+
+
+@pytest.mark.parametrize(
+    ("owner", "taken_over"),
+    [(401, True), (0, False), (1234, False)],
+    ids=["image-dir-of-slurm", "root-volume", "other-owner"],
+)
+def test_entrypoint_gives_slurmd_the_image_run_dir_only(
+    tmp_path: Path, owner: int, taken_over: bool
+) -> None:
+    env = fake_daemons(tmp_path)
+    run_dir = Path(env["SLURMKUBE_SLURMD_RUN_DIR"])
+    (run_dir / "conf").mkdir(parents=True)
+    os.chown(run_dir, owner, owner)
+    result = run_entrypoint(env, "slurmd", "-N", "n1")
+    assert result.returncode == 0, result.stderr
+    assert (run_dir.stat().st_uid == 0) is (taken_over or owner == 0)
+    assert (run_dir / "conf").exists() is not taken_over
 
 
 # --- slurmkube-power --------------------------------------------------------
