@@ -93,7 +93,7 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     },
     ("", "pods"): {
         "get": Caller("controllers/settings.py", 'kube.get("v1", "Pod", names.controller_pod'),
-        "list": Caller("controllers/observe.py", 'kube.list("v1", "Pod", namespace, selector)'),
+        "list": Caller(HANDLERS, '_kube().list("v1", "Pod", namespace, selector)'),
         "watch": Caller(LENDING, 'kopf.on.event("", "v1", "pods"'),
         **applied(APPLY, "kube.apply(pod, owner=snap.node_set_objs[node_set])"),
         "delete": Caller(APPLY, 'kube.delete("v1", "Pod", name, namespace)'),
@@ -113,7 +113,7 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
 }
 KUEUE_NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("kueue.x-k8s.io", "workloads"): {
-        "list": Caller(LENDING, 'kube.list(KUEUE, "Workload"'),
+        "list": Caller(LENDING, 'kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")'),
         "watch": Caller(LENDING, 'kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")'),
     },
     ("kueue.x-k8s.io", "workloads/status"): {
@@ -132,7 +132,7 @@ SECRET_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
 # Cluster-scoped kinds: only a ClusterRole can grant them.
 CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("", "nodes"): {
-        "list": Caller("controllers/lending_observe.py", 'kube.iter_items("v1", "Node", None)'),
+        "list": Caller(HANDLERS, '@kopf.index("", "v1", "nodes")'),
         "watch": Caller(HANDLERS, '@kopf.index("", "v1", "nodes")'),
         "patch": Caller("kube/client.py", 'self._resource("v1", "Node").patch('),
     },
