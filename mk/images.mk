@@ -54,3 +54,6 @@ helm-crds:
 helm-lint: helm
 	$(HELM) lint --strict $(CHART) --set image.registry=$(IMAGE_REPO)
 	$(HELM) lint --strict $(CHART) --set image.registry=$(IMAGE_REPO) --set watchNamespace=slurm --set replicaCount=1
+
+# `make test` smoke-tests every image (issue 16): about 25 s once built.
+EXTRA_TEST_TARGETS += test-images
