@@ -227,9 +227,6 @@ def _operator(args: argparse.Namespace) -> int:
         # Nodes most of the log, and a measurable share of the operator's CPU.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     namespaces: list[str] = [] if args.all_namespaces else [str(args.namespace)]
-    slurmkube.controllers.lending.BRIDGE.namespace = (
-        None if args.all_namespaces else str(args.namespace)
-    )
     # The environment is read here, once; the controllers receive what it says.
     settings = Settings.from_environment(os.environ, os.getpid())
     failpoints.arm(settings.failpoint)

@@ -60,6 +60,7 @@ def applied(where: str, needle: str) -> dict[str, Caller]:
 
 
 HANDLERS = "controllers/handlers.py"
+CACHES = "controllers/caches.py"
 LENDING = "controllers/lending.py"
 APPLY = "controllers/apply.py"
 
@@ -73,7 +74,7 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
         "patch": Caller(HANDLERS, '@kopf.on.delete(GROUP, VERSION, "slurmclusters")'),
     },
     ("slurmkube.io", "nodesets"): {
-        "list": Caller("controllers/observe.py", 'kube.list(API, "NodeSet"'),
+        "list": Caller(CACHES, '@kopf.index(wk.GROUP, "v1alpha1", "nodesets")'),
         "watch": Caller(HANDLERS, '@kopf.on.event(GROUP, VERSION, "nodesets")'),
         "patch": Caller(HANDLERS, '@kopf.on.delete(GROUP, VERSION, "nodesets")'),
     },
@@ -113,7 +114,7 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
 }
 KUEUE_NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("kueue.x-k8s.io", "workloads"): {
-        "list": Caller(LENDING, 'kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")'),
+        "list": Caller(CACHES, '@kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")'),
         "watch": Caller(LENDING, 'kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")'),
     },
     ("kueue.x-k8s.io", "workloads/status"): {
@@ -132,8 +133,8 @@ SECRET_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
 # Cluster-scoped kinds: only a ClusterRole can grant them.
 CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("", "nodes"): {
-        "list": Caller(HANDLERS, '@kopf.index("", "v1", "nodes")'),
-        "watch": Caller(HANDLERS, '@kopf.index("", "v1", "nodes")'),
+        "list": Caller(CACHES, '@kopf.index("", "v1", "nodes")'),
+        "watch": Caller(HANDLERS, '@kopf.on.event("", "v1", "nodes")'),
         "patch": Caller("kube/client.py", 'self._resource("v1", "Node").patch('),
     },
     ("apiextensions.k8s.io", "customresourcedefinitions"): kopf_watch(

@@ -29,24 +29,23 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import TopologySpec
+from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.observe import (
     NodeEntry,
-    node_entry,
     observe,
     observe_rest,
-    pod_view,
     slurm_nodes_changed,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.controllers.settings import Settings
 from slurmkube.controllers.status import write_status
-from slurmkube.kube.client import Kube, load_config
+from slurmkube.kube.client import Kube, Manifest, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.cluster import Configured, PodView, configure, plan_cluster
 from slurmkube.plan.reconfigure import ConfigClock, next_look
-from slurmkube.topology.fleet import config_label_keys, node_changed, node_fingerprint
+from slurmkube.topology.fleet import config_label_keys, node_changed
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -78,27 +77,15 @@ class _Cluster:
 
 
 @dataclass
-class _NodeMemory:
-    """Per Node: the fingerprint of its last event that counted, and the index entry
-    with the fingerprint it was converted from."""
-
-    seen: dict[str, int] = field(default_factory=dict)
-    entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
-
-
-@dataclass
 class _OperatorState:
     # Installed by the entry point (`slurmkube operator`) before kopf starts.
     settings: Settings = field(default_factory=Settings)
     clients: SlurmClients = field(default_factory=lambda: SlurmClients(Settings()))
     kube: Kube | None = None
     lease: LeaderLease | None = None
-    # The operator's informer caches (kopf indexes, by their functions' names),
-    # handed over by kopf with every event before any reconcile.
-    index: kopf.Index[str, NodeEntry] | None = None
-    pods: kopf.Index[Key, PodView] | None = None
     clusters: dict[Key, _Cluster] = field(default_factory=dict)
-    nodes: _NodeMemory = field(default_factory=_NodeMemory)
+    # Per Node: the fingerprint of its last event that counted.
+    nodes_seen: dict[str, int] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -117,7 +104,13 @@ async def _reconcile_key(key: Key) -> Result:
     trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
     memory.triggers.clear()
     metrics.RECONCILES.labels(*key, trigger).inc()
-    requeue = await asyncio.to_thread(reconcile, *key, nodes_now(), slurmd_pods_now(key))
+    requeue = await asyncio.to_thread(
+        reconcile,
+        *key,
+        caches.nodes_now(),
+        caches.node_sets_now(key),
+        caches.slurmd_pods_now(key),
+    )
     return Result(requeue_after=requeue)
 
 
@@ -162,14 +155,6 @@ def _kube() -> Kube:
     return State.kube
 
 
-def _take_index(kwargs: Mapping[str, Any]) -> None:
-    # kopf passes each index by its function's name, filled before any handler runs.
-    if State.index is None and "fleet_nodes" in kwargs:
-        State.index = kwargs["fleet_nodes"]
-    if State.pods is None and "slurmd_pods" in kwargs:
-        State.pods = kwargs["slurmd_pods"]
-
-
 @kopf.on.startup()
 def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = wk.FINALIZER
@@ -204,7 +189,7 @@ async def cleanup(**_: Any) -> None:
 def cluster_event(
     type: str | None, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any
 ) -> None:
-    _take_index(kwargs)
+    caches.take(kwargs)
     key = (wk.namespace_or_default(namespace), name)
     if type == "DELETED":
         _forget(key)
@@ -241,7 +226,7 @@ def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
 def node_set_event(namespace: str | None, spec: kopf.Spec, **kwargs: Any) -> None:
-    _take_index(kwargs)
+    caches.take(kwargs)
     if spec.get("clusterRef"):
         _mark((wk.namespace_or_default(namespace), str(spec["clusterRef"])), "nodeset")
 
@@ -268,59 +253,18 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
         raise kopf.TemporaryError(f"{len(left)} slurmd pods still draining", delay=5)
 
 
-@kopf.index("", "v1", "nodes")
-def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
-    """Every Node as the reconcile reads it, kept by the Node watch (an informer's
-    cache): kopf fills it from the initial list before any handler runs, and
-    drops a deleted Node's entry. Converted again only when the Node changed
-    what a conversion reads; heartbeats reuse the entry."""
-    fingerprint = node_fingerprint(body)
-    cached = State.nodes.entries.get(name)
-    if cached is None or cached[0] != fingerprint:
-        cached = State.nodes.entries[name] = (fingerprint, node_entry(dict(body)))
-    return {name: cached[1]}
-
-
-@kopf.index("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"})
-def slurmd_pods(
-    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> dict[Key, PodView] | None:
-    """Every slurmd pod by its cluster, as a reconcile and a bridge round read it:
-    a reconcile lists no pods, so it costs the same at 25,000 slurmd pods."""
-    cluster = labels.get(wk.LABEL_CLUSTER)
-    if not cluster:
-        return None
-    return {(wk.namespace_or_default(namespace), cluster): pod_view(body)}
-
-
 @kopf.on.event("", "v1", "nodes")
 def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """A node that appeared, went, or changed what a config reads marks every
     cluster dirty; heartbeats and labels no config reads (most Node events in a
     large fleet) do not."""
-    _take_index(kwargs)
+    caches.take(kwargs)
     if type == "DELETED":
-        State.nodes.entries.pop(body["metadata"]["name"], None)
-    if not node_changed(State.nodes.seen, type, body, label_keys()):
+        caches.node_gone(body["metadata"]["name"])
+    if not node_changed(State.nodes_seen, type, body, label_keys()):
         return
     for key in list(State.clusters):
         _mark(key, "node")
-
-
-def nodes_now() -> dict[str, NodeEntry]:
-    """A copy of the Node cache a worker thread may read while the event loop
-    updates the index (so: taken on the event loop)."""
-    index = State.index
-    assert index is not None, "kopf hands the indexes over before any key is added"
-    return {name: entry for name, store in index.items() for entry in store}
-
-
-def slurmd_pods_now(key: Key) -> tuple[PodView, ...]:
-    """A copy of one cluster's slurmd pods from the pod cache, by name (as listed)."""
-    index = State.pods
-    if index is None or key not in index:
-        return ()
-    return tuple(sorted(index[key], key=lambda pod: pod.name))
 
 
 async def reconcile_now(key: Key) -> None:
@@ -335,7 +279,11 @@ def _slurm_changed(key: Key, memory: _Cluster) -> bool:
 
 
 def reconcile(
-    namespace: str, name: str, nodes: Mapping[str, NodeEntry], pods: tuple[PodView, ...]
+    namespace: str,
+    name: str,
+    nodes: Mapping[str, NodeEntry],
+    node_sets: tuple[Manifest, ...],
+    pods: tuple[PodView, ...],
 ) -> float | None:
     """One observe -> plan -> apply; returns when to come back (None: only on events)."""
     kube = _kube()
@@ -350,7 +298,7 @@ def reconcile(
 
     try:
         with metrics.RECONCILE_SECONDS.labels(namespace, name).time():
-            snap = observe(kube, namespace, name, nodes)
+            snap = observe(kube, namespace, name, nodes, node_sets)
             if snap is None:
                 # No such SlurmCluster (a NodeSet may name one): its config reads no label.
                 memory.label_keys = frozenset()

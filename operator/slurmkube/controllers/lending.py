@@ -30,7 +30,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster, from_object
-from slurmkube.controllers import handlers
+from slurmkube.controllers import caches, handlers
 from slurmkube.controllers.lending_apply import LendingCluster, apply_lending, write_active
 from slurmkube.controllers.lending_observe import (
     Cache,
@@ -62,14 +62,9 @@ COALESCE_SECONDS = 0.05
 
 @dataclass
 class _Bridge:
-    # Where Workloads and NodeSets are read: the operator's watched namespace
-    # (its RBAC is a Role there), or None with --all-namespaces.
-    namespace: str | None = None
     # Per Node: node_fingerprint of its last event, so heartbeats do not wake the bridge.
     nodes: dict[str, int] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
-    # The kueue_workloads index (kopf hands it to every handler).
-    workloads: kopf.Index[str, Manifest] | None = None
 
 
 BRIDGE = _Bridge()
@@ -82,7 +77,7 @@ ROUND = "round"
 
 async def _round(_: str) -> Result:
     kube = handlers.State.kube
-    if kube is None or handlers.State.index is None:
+    if kube is None or not caches.ready():
         return Result(requeue_after=COALESCE_SECONDS)
     started = time.monotonic()
     relabelled = await asyncio.to_thread(reconcile_bridge, kube, _cache_now())
@@ -100,40 +95,23 @@ ROUNDS: WorkQueue[str] = WorkQueue(_round, name="kueue-bridge")
 
 def _cache_now() -> Cache:
     """The watches' caches, copied on the event loop (kopf updates them there)."""
-    pods = handlers.State.pods
     return Cache(
-        nodes=handlers.nodes_now(),
-        slurmd_pods={key: handlers.slurmd_pods_now(key) for key in (pods or {})},
-        workloads=tuple(w for store in BRIDGE.workloads.values() for w in store)
-        if BRIDGE.workloads is not None
-        else (),
+        nodes=caches.nodes_now(),
+        slurmd_pods=caches.all_slurmd_pods_now(),
+        node_sets=caches.all_node_sets_now(),
+        workloads=caches.workloads_now(),
     )
 
 
-def _take_workloads(kwargs: Mapping[str, Any]) -> None:
-    if BRIDGE.workloads is None and "kueue_workloads" in kwargs:
-        BRIDGE.workloads = kwargs["kueue_workloads"]
-
-
-@kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")
-def kueue_workloads(
-    namespace: str | None, uid: str, body: kopf.Body, **_: Any
-) -> dict[str, Manifest] | None:
-    """Every Workload the bridge may act on, as a round reads it (the watch's copy)."""
-    if BRIDGE.namespace is not None and namespace != BRIDGE.namespace:
-        return None
-    return {uid: dict(body)}
-
-
 async def _mark(**kwargs: Any) -> None:
-    _take_workloads(kwargs)
+    caches.take(kwargs)
     ROUNDS.add(ROUND, COALESCE_SECONDS)
 
 
 async def _node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
-    _take_workloads(kwargs)
+    caches.take(kwargs)
     if node_changed(BRIDGE.nodes, type, body, handlers.label_keys()):
         ROUNDS.add(ROUND, COALESCE_SECONDS)
 
@@ -181,7 +159,7 @@ def reconcile_bridge(kube: Kube, cache: Cache) -> set[tuple[str, str]]:
     clusters = {c.cluster for c in valid.values() if c.cluster is not None}
     # Leases nobody holds on clusters no valid check names (a check deleted while
     # it lent): those clusters are reconciled with no policy, which releases them.
-    clusters |= clusters_with_leases(kube, live, BRIDGE.namespace, cache.nodes)
+    clusters |= clusters_with_leases(live, cache)
     active: dict[str, tuple[bool, str, str]] = {
         c.name: (False, "InvalidParameters", c.problem) for c in checks if c.problem
     }

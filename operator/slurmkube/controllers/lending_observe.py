@@ -41,6 +41,7 @@ class Cache:
 
     nodes: Mapping[str, NodeEntry]
     slurmd_pods: Mapping[tuple[str, str], tuple[PodView, ...]]
+    node_sets: tuple[Manifest, ...]
     workloads: tuple[Manifest, ...]
 
 
@@ -53,19 +54,17 @@ class Check:
     problem: str = ""
 
 
-def clusters_with_leases(
-    kube: Kube, live: frozenset[str], namespace: str | None, nodes: Mapping[str, NodeEntry]
-) -> set[tuple[str, str]]:
+def clusters_with_leases(live: frozenset[str], cache: Cache) -> set[tuple[str, str]]:
     """SlurmClusters whose NodeSets select a node leased to no live Workload."""
     leased = [
         e.labels
-        for e in nodes.values()
+        for e in cache.nodes.values()
         if wk.LABEL_LEASE in e.labels and e.labels[wk.LABEL_LEASE] not in live
     ]
     if not leased:
         return set()
     found = set()
-    for raw in kube.list(wk.API_VERSION, "NodeSet", namespace):
+    for raw in cache.node_sets:
         node_set = from_object(NodeSet, raw)
         if any(node_set.spec.node_selector.matches(labels) for labels in leased):
             found.add(
@@ -129,8 +128,9 @@ def observe_nodes(
     namespace = wk.namespace_or_default(cluster.metadata.namespace)
     node_sets = [
         from_object(NodeSet, raw)
-        for raw in kube.list(wk.API_VERSION, "NodeSet", namespace)
-        if (raw.get("spec") or {}).get("clusterRef") == cluster.metadata.name
+        for raw in cache.node_sets
+        if wk.namespace_or_default(raw["metadata"].get("namespace")) == namespace
+        and (raw.get("spec") or {}).get("clusterRef") == cluster.metadata.name
     ]
     # A terminating slurmd pod still counts: the check turns Ready only once it is
     # gone. Ready at deletionTimestamp would be safe for the GPUs (kube-scheduler

@@ -134,23 +134,23 @@ def _node_set(raw: Manifest) -> NodeSet:
 
 
 def observe(
-    kube: Kube, namespace: str, name: str, nodes: Mapping[str, NodeEntry]
+    kube: Kube,
+    namespace: str,
+    name: str,
+    nodes: Mapping[str, NodeEntry],
+    node_sets: tuple[Manifest, ...],
 ) -> Snapshot | None:
     """What one cluster's config is made from: the SlurmCluster, its NodeSets, the
     Nodes, the accounting database's login (the rest: `observe_rest`).
-    `nodes` is every Kubernetes Node, from the operator's watch-fed index: a
-    reconcile lists no Nodes, so it costs the same at 10,000."""
+    `nodes` is every Kubernetes Node and `node_sets` the NodeSets naming this
+    cluster, from the operator's watch-fed indexes (controllers/caches.py)."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
     if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
         # Going: its delete handler removes what owner references do not, and a
         # reconcile now would apply some of it again.
         return None
     cluster = from_object(SlurmCluster, cluster_obj)
-    node_set_objs = {
-        ns["metadata"]["name"]: ns
-        for ns in kube.list(API, "NodeSet", namespace)
-        if ns.get("spec", {}).get("clusterRef") == name
-    }
+    node_set_objs = {ns["metadata"]["name"]: ns for ns in node_sets}
     bundle = ClusterBundle(
         cluster, tuple(_node_set(node_set_objs[n]) for n in sorted(node_set_objs))
     )
