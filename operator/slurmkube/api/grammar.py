@@ -228,6 +228,7 @@ MANAGED_KEYS: Final = frozenset(
         "SuspendTimeout",
         "ResumeTimeout",
         "SuspendExcNodes",
+        "SlurmdTimeout",
         "Prolog",
         "Epilog",
         "PrologSlurmctld",
