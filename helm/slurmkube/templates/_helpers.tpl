@@ -87,11 +87,6 @@ cannot drift apart. Every verb says why; no wildcards.
   # patch: the slurmkube.io/SlurmNode condition mirrors each slurmd pod's Slurm
   # node state (a strategic merge of that one condition).
   verbs: [patch]
-- apiGroups: [policy]
-  resources: [poddisruptionbudgets]
-  # get/list/watch, create/patch: server-side apply of each NodeSet's
-  # PodDisruptionBudget that refuses evictions of busy slurmd pods.
-  verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [pods/exec]
   # create, get: scontrol inside the slurmctld pod when slurmrestd is off.

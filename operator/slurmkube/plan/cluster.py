@@ -4,11 +4,12 @@ Level based (DESIGN.md §4): the plan never asks whether something was created
 or updated, it compares what is with what should be. Safety rules live here,
 where they are table-tested:
 
-- a slurmd pod is deleted only when its Slurm node runs nothing: first drained
-  (reason prefixed `slurmkube:`), deleted once drained and idle;
+- a node Slurm shows with a job keeps its line, NodeSet and pod until drained
+  and idle (plan/holds.py, plan/removal.py), whatever Kubernetes now says;
 - when Slurm cannot be asked, no slurmd pod is deleted at all;
 - a drain that does not carry our prefix (an admin's) is never undone;
-- invalid input yields no actions, only a condition that says what to fix.
+- an invalid spec yields no actions, only a condition that says what to fix;
+  a bad node is left out and reported (`node_problems`, NodesValid).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from slurmkube.api.models import NodeSet
 from slurmkube.build.login import login_deployment
 from slurmkube.build.names import Manifest, deployment_context, names_of
 from slurmkube.build.slurmctld import config_map, controller_service, controller_statefulset
-from slurmkube.build.slurmd import SlurmdResources, slurmd_pod
+from slurmkube.build.slurmd import SlurmdResources, slurmd_disruption_budget, slurmd_pod
 from slurmkube.build.slurmrestd import restapi_deployment, restapi_service
 from slurmkube.plan.autoscale import (
     RESUMING,
@@ -147,6 +148,8 @@ class Plan:
     rolling: frozenset[str] = frozenset()
     # Nodes the config leaves out or holds, one problem each (status.nodeProblems).
     node_problems: tuple[NodeProblem, ...] = ()
+    # Ready needs this share of `desired` to respond (spec.readyNodeShare).
+    ready_node_share: float = 1.0
     # slurmd pod -> the value its slurmkube.io/busy label must take (changes only).
     busy_labels: Mapping[str, bool] = field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
@@ -154,6 +157,8 @@ class Plan:
     # (the rest of `members` is State=CLOUD in slurm.conf).
     desired: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Per NodeSet, the PodDisruptionBudget of its busy slurmd pods (build/slurmd.py).
+    disruption_budgets: tuple[Manifest, ...] = ()
     # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
     kueue_objects: tuple[Manifest, ...] = ()
     # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
@@ -208,13 +213,9 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     """`configured` is `configure(observed)`, when the caller already has it."""
     bundle = observed.bundle
     cluster = bundle.cluster
+    held = held_nodes(observed.slurm_nodes, observed.pods, observed.fleet)
     if configured is None or (
-        isinstance(configured, Configured)
-        and is_stale(
-            configured.config,
-            configured.held,
-            held_nodes(observed.slurm_nodes, observed.pods, observed.fleet),
-        )
+        isinstance(configured, Configured) and is_stale(configured.config, configured.held, held)
     ):
         configured = configure(observed)
     if isinstance(configured, Condition):
@@ -299,10 +300,12 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         conditions=(*_topology_conditions(config.topology), nodes_valid(problems)),
         node_problems=tuple(problems[n] for n in sorted(problems)),
         kueue_objects=kueue_objects(bundle),
+        disruption_budgets=tuple(slurmd_disruption_budget(cluster, ns) for ns in bundle.node_sets),
         topology_summary=_topology_summary(config, rendered),
         scaling=scaling,
         hold=hold,
         busy_labels=busy_labels(observed.pods, observed.slurm_nodes),
+        ready_node_share=cluster.spec.ready_node_share,
     )
 
 
