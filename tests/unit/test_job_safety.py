@@ -21,8 +21,15 @@ from slurmkube.plan.cluster import (
     configure,
     plan_cluster,
 )
-from slurmkube.plan.holds import CHANGE_REASON, NOT_RESPONDING_GRACE_SECONDS
+from slurmkube.plan.holds import (
+    CHANGE_REASON,
+    NOT_RESPONDING_GRACE_SECONDS,
+    early_delivery_safe,
+    not_responding_since,
+)
+from slurmkube.plan.status import node_problems_status
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS
+from slurmkube.slurm.hostlist import expand
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import NodeBuilder, cluster_docs
 
@@ -164,13 +171,6 @@ def changed(change: Callable[[World], None], **state: Any) -> tuple[World, Plan]
     return world, plan_cluster(world.observed())
 
 
-def line_of(plan: Plan, node: str) -> tuple[int, int, str] | None:
-    assert plan.rendered is not None
-    configured = configure_again(plan)
-    shape = configured.get(node)
-    return None if shape is None else shape
-
-
 def configure_again(plan: Plan) -> dict[str, tuple[int, int, str]]:
     """Node -> (CPUs, RealMemory, Gres) as the plan's slurm.conf states them."""
     assert plan.rendered is not None
@@ -185,8 +185,6 @@ def configure_again(plan: Plan) -> dict[str, tuple[int, int, str]]:
 
 
 def _expand(hostlist: str) -> list[str]:
-    from slurmkube.slurm.hostlist import expand
-
     return list(expand(hostlist))
 
 
@@ -303,12 +301,7 @@ def test_a_gpu_drop_is_a_health_event_reported_per_node_and_drained() -> None:
     valid = next(c for c in plan.conditions if c.type == "NodesValid")
     assert not valid.status and NODE in valid.message
     # The pod keeps asking for the GPUs Slurm was promised: no replacement.
-    pod = next(p for p in _pods(world) if p.name == POD)
-    assert pod.name not in plan.delete_pods
-
-
-def _pods(world: World) -> list[PodView]:
-    return list(world.observed().pods)
+    assert POD not in plan.delete_pods and not plan.create_pods
 
 
 @pytest.mark.parametrize("change", [overlap, memory_below_reserved], ids=["overlap", "memory"])
@@ -357,3 +350,68 @@ def test_without_slurm_every_node_with_a_pod_keeps_its_nodeset() -> None:
     plan = plan_cluster(replace(world.observed(), slurm_nodes=None))
     assert NODE in configure_again(plan)
     assert plan.delete_pods == ()
+
+
+@pytest.mark.parametrize(
+    ("before", "responding", "since"),
+    [
+        ({}, False, NOW),  # first seen not responding: now
+        ({NODE: NOW - 50}, False, NOW - 50),  # still not responding: kept
+        ({NODE: NOW - 50}, True, None),  # answering again: forgotten
+    ],
+)
+def test_not_responding_since_is_remembered_from_the_first_sighting(
+    before: dict[str, float], responding: bool, since: float | None
+) -> None:
+    world = World().registered().state(NODE, responding=responding, busy=True)
+    remembered = not_responding_since(before, world.observed().slurm_nodes, NOW)
+    assert remembered.get(NODE) == since
+
+
+def test_without_slurm_the_memory_of_not_responding_is_kept() -> None:
+    assert not_responding_since({NODE: 1.0}, None, NOW) == {NODE: 1.0}
+
+
+@pytest.mark.parametrize(
+    ("change", "safe"),
+    [
+        (None, True),
+        (lambda w: w.nodes.update({"gpu-0009": NodeBuilder("gpu-0009").gpus(4)}), True),
+        (lambda w: w.nodes[NODE].label("topology.slurmkube.io/leaf", "x"), True),
+        (relabel_out, False),
+        (cpus_change, False),
+        (gpu_drop, False),
+        (product_change, False),
+    ],
+    ids=["nothing", "node added", "label no line reads", "removed", "cpus", "gpus", "product"],
+)
+def test_a_config_may_be_written_before_slurm_is_read_only_if_no_line_goes_or_changes(
+    change: Callable[[World], None] | None, safe: bool
+) -> None:
+    world = World(pods={})
+    delivered = configure(world.observed())
+    if change is not None:
+        change(world)
+    new = configure(world.observed())
+    assert isinstance(delivered, Configured) and isinstance(new, Configured)
+    assert early_delivery_safe(delivered.config, new.config) is safe
+    assert not early_delivery_safe(None, new.config)  # after a restart: wait for Slurm
+
+
+def test_node_problems_are_listed_in_status() -> None:
+    world = World(pods={})
+    memory_below_reserved(world)
+    (entry,) = node_problems_status(plan_cluster(world.observed()))
+    assert entry["node"] == NODE and entry["reason"] == "MemoryBelowReserved"
+    assert "spec.memoryReservedMiB" in entry["message"]
+
+
+def test_cpus_reserved_keeps_cpus_back_from_slurm_and_the_pod() -> None:
+    world = World(pods={})
+    world.docs[1]["spec"]["cpusReserved"] = 2
+    plan = plan_cluster(world.observed())
+    assert {cpus for cpus, _, _ in configure_again(plan).values()} == {62}
+    assert {p["spec"]["resources"]["limits"]["cpu"] for p in plan.create_pods} == {"62"}
+    world.docs[1]["spec"]["cpusReserved"] = 64
+    problems = plan_cluster(world.observed()).node_problems
+    assert {(p.node, p.reason) for p in problems} == {(n, "CpusBelowReserved") for n in NODES}

@@ -167,6 +167,38 @@ def registered_gres(hold: HeldNode) -> str:
     return ":".join(["gpu", *([hold.gpu_type] if hold.gpu_type else []), str(hold.gpus)])
 
 
+def not_responding_since(
+    before: Mapping[str, float], slurm_nodes: Mapping[str, _Node] | None, now: float
+) -> dict[str, float]:
+    """The memory `overdue` reads, carried from one reconcile to the next: when each
+    node Slurm shows not responding was first seen so (answering again: forgotten).
+    Without a read of Slurm nothing is learnt and nothing forgotten."""
+    if slurm_nodes is None:
+        return dict(before)
+    return {
+        name: before.get(name, now) for name, view in slurm_nodes.items() if not view.responding
+    }
+
+
+def early_delivery_safe(delivered: SlurmConfig | None, new: SlurmConfig) -> bool:
+    """Whether `new`, made before Slurm was read this reconcile, may be written at
+    once: no node on a line of the config in force leaves it or changes CPUs,
+    RealMemory or Gres (what a running job would fail on). Otherwise the config
+    waits for the plan, which holds busy nodes (`plan_cluster` makes it again)."""
+    if delivered is None:
+        return False
+    old, now = delivered.shape_of, new.shape_of
+    for name, shape in old.items():
+        after = now.get(name)
+        if after is None or (after.cpus, after.real_memory, after.gres) != (
+            shape.cpus,
+            shape.real_memory,
+            shape.gres,
+        ):
+            return False
+    return True
+
+
 def overdue(
     slurm_nodes: Mapping[str, _Node] | None,
     not_responding_since: Mapping[str, float],

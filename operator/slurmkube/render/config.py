@@ -168,31 +168,16 @@ def _node_lines(
             else []
         )
         reserved = ns.spec.memory_reserved_mib if ns else 0
+        cpus_reserved = ns.spec.cpus_reserved if ns else 0
         chosen = {n.name for n in members.selected[ns.metadata.name]} if ns else set()
         # Nodes of one NodeSet mostly share a shape; build each shape once.
         shapes: dict[tuple[int, int, SlurmToken | None, int], NodeShape] = {}
         for node in nodes:
             port = ctx.node_ports.get(node.name)
-            hold = held.get(node.name)
-            cpus, memory, gpu_type, gpus = (
-                node.cpus,
-                node.memory_mib - reserved,
-                node.gpu_type,
-                node.gpus,
-            )
-            if hold is not None and hold.shape_known:
-                registered = (
-                    hold.cpus,
-                    hold.real_memory,
-                    registered_gpu_type(hold, where),
-                    hold.gpus,
-                )
-                if registered != (cpus, memory, gpu_type, gpus) or node.name not in chosen:
-                    kept.append(node.name)
-                cpus, memory, gpu_type, gpus = registered
-            elif hold is not None and node.name not in chosen:
+            key, changed = _line_values(node, held.get(node.name), (cpus_reserved, reserved), where)
+            if changed or (node.name in held and node.name not in chosen):
                 kept.append(node.name)
-            key = (cpus, memory, gpu_type, gpus)
+            cpus, memory, gpu_type, gpus = key
             shape = shapes.get(key) if port is None else None
             if shape is None:
                 features = list(ns_features)
@@ -228,6 +213,23 @@ def _node_lines(
     ]
     gres_lines.sort(key=lambda line: sort_key(line.names))
     return NodeLines(tuple(lines), tuple(gres_lines), shape_of, frozenset(kept))
+
+
+def _line_values(
+    node: FleetNode, hold: HeldNode | None, reserved: tuple[int, int], where: str
+) -> tuple[tuple[int, int, SlurmToken | None, int], bool]:
+    """(CPUs, RealMemory, GRES type, GPUs) of a node's line, and whether a hold kept
+    them from what Kubernetes now gives (a held node of unknown shape: never)."""
+    wanted = (
+        max(1, node.cpus - reserved[0]),
+        max(1, node.memory_mib - reserved[1]),
+        node.gpu_type,
+        node.gpus,
+    )
+    if hold is None or not hold.shape_known:
+        return wanted, False
+    registered = (hold.cpus, hold.real_memory, registered_gpu_type(hold, where), hold.gpus)
+    return registered, registered != wanted
 
 
 def _partitions(

@@ -100,10 +100,22 @@ def membership(
             owner[node.name] = ns.metadata.name
             chosen.append(node)
     reserved = {ns.metadata.name: ns.spec.memory_reserved_mib for ns in bundle.node_sets}
+    cpus = {ns.metadata.name: ns.spec.cpus_reserved for ns in bundle.node_sets}
     for name, nodes in selected.items():
         kept = []
         for node in nodes:
             if node.name in overlaps:
+                continue
+            if node.cpus - cpus[name] < 1:
+                where = f"Node {node.name} status.allocatable[cpu]"
+                expected = (
+                    f"more than the {cpus[name]} CPUs NodeSet {name} reserves (spec.cpusReserved)"
+                )
+                if problems is None:
+                    raise InvalidValue(where, str(node.cpus), expected)
+                problems.append(
+                    NodeProblem(node.name, "CpusBelowReserved", f"{where} {node.cpus}: {expected}")
+                )
                 continue
             if node.memory_mib - reserved[name] < 1:
                 where = f"Node {node.name} status.allocatable[memory]"
