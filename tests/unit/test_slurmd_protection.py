@@ -16,6 +16,7 @@ from slurmkube.build.slurmd import (
     DRAIN_ON_STOP_REASON,
     TERMINATION_GRACE_SECONDS,
     SlurmdResources,
+    busy_label_patch,
     slurmd_disruption_budget,
     slurmd_pod,
 )
@@ -94,6 +95,13 @@ def test_the_busy_label_is_what_the_budget_selects(busy: bool, label: str) -> No
     selector = budget["spec"]["selector"]["matchLabels"]
     selected = all(labels.get(k) == v for k, v in selector.items())
     assert selected is busy  # idle pods stay evictable
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_the_label_patch_turns_the_budget_on_and_off(busy: bool) -> None:
+    labels = pod()["metadata"]["labels"] | busy_label_patch(busy)["metadata"]["labels"]
+    selector = slurmd_disruption_budget(CLUSTER.cluster, GPU)["spec"]["selector"]["matchLabels"]
+    assert all(labels.get(k) == v for k, v in selector.items()) is busy
 
 
 def test_the_budget_refuses_every_eviction_of_a_busy_pod() -> None:

@@ -103,7 +103,7 @@ def slurmd_pod(
         **{
             wk.LABEL_NODESET: node_set.metadata.name,
             wk.LABEL_NODE: node,
-            wk.LABEL_BUSY: "true" if busy else "false",
+            wk.LABEL_BUSY: busy_label(busy),
         },
     )
     spec: Manifest = {
@@ -146,6 +146,17 @@ def slurmd_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+def busy_label(busy: bool) -> str:
+    return "true" if busy else "false"
+
+
+def busy_label_patch(busy: bool) -> Manifest:
+    """A merge patch of a slurmd pod's busy label (`Plan.busy_labels`). Not a
+    server-side apply: the pod was applied whole by the same field manager, and a
+    labels-only apply would give up (and so remove) the rest."""
+    return {"metadata": {"labels": {wk.LABEL_BUSY: busy_label(busy)}}}
+
+
 def slurmd_disruption_budget(cluster: SlurmCluster, node_set: NodeSet) -> Manifest:
     """Evictions of a NodeSet's busy slurmd pods are refused (`kubectl drain`,
     cluster-autoscaler and Karpenter consolidation use the eviction API).
@@ -159,7 +170,7 @@ def slurmd_disruption_budget(cluster: SlurmCluster, node_set: NodeSet) -> Manife
     selector = {
         wk.LABEL_CLUSTER: cluster.metadata.name,
         wk.LABEL_NODESET: node_set.metadata.name,
-        wk.LABEL_BUSY: "true",
+        wk.LABEL_BUSY: busy_label(True),
     }
     return {
         "apiVersion": "policy/v1",
