@@ -132,6 +132,17 @@ NODES = ("gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004")
             (),
             ("gpu-gpu-0004",),
         ),
+        # Not reached, but Slurm keeps its job until SlurmdTimeout: drain, keep the pod.
+        (
+            SlurmNodeView("gpu-0004", busy=True, drain=False, responding=False),
+            ("gpu-0004",),
+            (),
+        ),
+        (
+            SlurmNodeView("gpu-0004", busy=True, drain=True, reason="x", responding=False),
+            (),
+            (),
+        ),
     ],
 )
 def test_scale_in_drains_before_delete(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from slurmkube.api import well_known as wk
@@ -114,3 +116,28 @@ def test_on_delete_replaces_nothing() -> None:
 def test_nothing_is_rolled_while_slurm_cannot_be_asked() -> None:
     plan = plan_cluster(observed([pod(n) for n in NODES], None))
     assert plan.drain == () and plan.delete_pods == ()
+
+
+@pytest.mark.parametrize(
+    ("busy", "drained", "since", "deleted"),
+    [
+        # Slurm keeps a silent node's jobs until SlurmdTimeout: its pod waits.
+        (True, False, None, False),
+        (True, True, None, False),
+        (True, True, 0.0, True),  # long past SlurmdTimeout plus the grace: Slurm gave up
+        (False, False, None, True),  # nothing runs there
+    ],
+    ids=["busy", "busy drained", "busy overdue", "idle"],
+)
+def test_an_outdated_pod_on_a_node_slurm_does_not_reach_goes_only_if_no_job_can_be_lost(
+    busy: bool, drained: bool, since: float | None, deleted: bool
+) -> None:
+    silent = replace(node("gpu-0001", busy=busy, drained=drained), responding=False)
+    slurm = {n: node(n) for n in NODES} | {"gpu-0001": silent}
+    obs = replace(
+        observed([pod(n) for n in NODES], slurm),
+        now=10_000.0,
+        not_responding_since={} if since is None else {"gpu-0001": since},
+    )
+    plan = plan_cluster(obs)
+    assert ("gpu-gpu-0001" in plan.delete_pods) is deleted

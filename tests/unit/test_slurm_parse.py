@@ -16,6 +16,7 @@ from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.hostlist import HostlistError, expand
 from slurmkube.slurm.parse import (
     choose_data_parser,
+    gres_gpu_type,
     gres_gpus,
     jobs_from,
     messages_from,
@@ -237,3 +238,18 @@ def test_data_parser_is_the_newest_both_sides_know() -> None:
     assert choose_data_parser({"paths": paths}) == "v0.0.44"
     with pytest.raises(SlurmError, match=r"v0\.0\.39"):
         choose_data_parser({"paths": {"/slurm/v0.0.39/nodes/": {}, "/slurmdb/v0.0.42/": {}}})
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpu_type"),
+    [
+        ("gpu:gb200:4", "gb200"),
+        ("gpu:h100:8(S:0-1)", "h100"),
+        ("gpu:4", ""),
+        ("shard:8,gpu:a:1", "a"),
+        ("", ""),
+        ("(null)", ""),
+    ],
+)
+def test_gres_gpu_type_is_the_registered_type(gres: str, gpu_type: str) -> None:
+    assert gres_gpu_type(gres) == gpu_type

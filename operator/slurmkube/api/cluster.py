@@ -239,6 +239,9 @@ class SlurmClusterSpec(StrictModel):
     )
     topology: TopologySpec = Field(default_factory=TopologySpec)
     health: HealthSpec = Field(default_factory=HealthSpec)
+    ready_node_share: float = Field(0.9, alias="readyNodeShare", ge=0.0, le=1.0)
+    """Ready needs this share of the nodes that should run slurmd to respond in
+    Slurm (at fleet scale some node is always down; 1.0: every node)."""
     extra_config: list[str] = Field(
         default_factory=list,
         alias="extraConfig",

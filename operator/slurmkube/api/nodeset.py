@@ -110,6 +110,10 @@ class NodeSetSpec(StrictModel):
     """Slurm node features (for --constraint); the GPU type is added."""
     memory_reserved_mib: int = Field(4096, ge=0, alias="memoryReservedMiB")
     """Memory kept back from Slurm's RealMemory for the kubelet and the pod."""
+    cpus_reserved: int = Field(0, ge=0, alias="cpusReserved")
+    """CPUs kept back from Slurm's CPUs for the node's other pods (DaemonSets). The
+    slurmd pod requests exactly the CPUs and memory Slurm is given (Guaranteed QoS),
+    so with CPU-requesting DaemonSets on the node set this to cover them (e.g. 1)."""
     weight: int = Field(1, ge=1, le=65533)
     """slurm.conf(5) Weight: lower is allocated first."""
     update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, alias="updateStrategy")

@@ -48,6 +48,15 @@ class GpuCounts(LenientModel):
     allocated: int = 0
 
 
+class NodeProblem(LenientModel):
+    """A node the config leaves out or holds as Slurm registered it, and why."""
+
+    node: str
+    reason: str
+    """NodeSetOverlap, MemoryBelowReserved or GpusBelowRegistered."""
+    message: str
+
+
 class SlurmClusterStatus(LenientModel):
     observed_generation: int | None = Field(None, alias="observedGeneration")
     conditions: list[Condition] = Field(default_factory=list)
@@ -57,6 +66,10 @@ class SlurmClusterStatus(LenientModel):
     """GPUs pending jobs ask for, per partition (the demand autoscaling follows)."""
     config_hash: str | None = Field(None, alias="configHash")
     """Hash of the Slurm configuration slurmctld runs with."""
+    node_problems: list[NodeProblem] = Field(
+        default_factory=list, alias="nodeProblems", max_length=1000
+    )
+    """Nodes the config leaves out or holds (the first 1000; NodesValid counts them all)."""
 
 
 class AutoscalingStatus(LenientModel):

@@ -69,6 +69,11 @@ LABEL_CLUSTER: Final = f"{GROUP}/cluster"
 LABEL_NODESET: Final = f"{GROUP}/nodeset"
 LABEL_NODE: Final = f"{GROUP}/node"
 ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+# On slurmd pods: "true" while Slurm shows a job on the node (the busy pods'
+# PodDisruptionBudget selects it).
+LABEL_BUSY: Final = f"{GROUP}/busy"
+# The PriorityClass of slurmd pods, shipped by the Helm chart (cluster-scoped).
+SLURMD_PRIORITY_CLASS: Final = "slurmkube-slurmd"
 # Hash of a slurmd pod's spec when it was made: a pod whose hash differs from
 # today's is replaced under the NodeSet's updateStrategy (drain first).
 ANNOTATION_POD_TEMPLATE_HASH: Final = f"{GROUP}/pod-template-hash"

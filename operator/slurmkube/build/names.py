@@ -98,6 +98,10 @@ class ClusterNames:
     def slurmd_pod(self, node_set: str, node: str) -> str:
         return dns_label(f"{node_set}-{node}")
 
+    def slurmd_busy_budget(self, node_set: str) -> str:
+        """The PodDisruptionBudget of a NodeSet's busy slurmd pods."""
+        return dns_label(f"{node_set}-busy-slurmd")
+
 
 def names_of(cluster: SlurmCluster) -> ClusterNames:
     return ClusterNames(cluster.metadata.name, wk.namespace_or_default(cluster.metadata.namespace))

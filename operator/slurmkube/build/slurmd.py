@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster
@@ -11,10 +12,54 @@ from slurmkube.build.names import Manifest, meta, names_of, pod_hostname
 from slurmkube.build.pod import SLURM_KEY, daemon_container, slurm_etc
 
 
+@dataclass(frozen=True, slots=True)
+class SlurmdResources:
+    """What slurm.conf gives Slurm on the node (its NodeName line): the pod asks for
+    exactly that, so the kubelet never evicts it for pressure Slurm was promised."""
+
+    cpus: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+
+
+# Long enough for the preStop drain to let a short job end; a long job outlives
+# it, which is why busy pods are guarded from eviction (slurmd_disruption_budget).
+TERMINATION_GRACE_SECONDS = 300
+DRAIN_ON_STOP_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod stopping"
+# Waits while Slurm shows a job (ALLOCATED, MIXED, COMPLETING) on the node, at
+# most until shortly before the kubelet's SIGKILL. The node name comes from the
+# downward API (Slurm node name = Kubernetes node name), never from a label.
+_PRE_STOP = f"""reason="{DRAIN_ON_STOP_REASON}"
+scontrol update NodeName="$SLURMKUBE_NODE" State=DRAIN Reason="$reason"
+end=$((SECONDS + {TERMINATION_GRACE_SECONDS - 10}))
+while [ "$SECONDS" -lt "$end" ]; do
+  state=$(scontrol show node "$SLURMKUBE_NODE" --oneliner) || break
+  case "$state" in
+    *State=*ALLOCATED*|*State=*MIXED*|*State=*COMPLETING*) sleep 5 ;;
+    *) break ;;
+  esac
+done
+"""
+
+
 def slurmd_pod(
-    cluster: SlurmCluster, node_set: NodeSet, node: str, gpus: int, config_hash: str
+    cluster: SlurmCluster,
+    node_set: NodeSet,
+    node: str,
+    resources: SlurmdResources | int,
+    config_hash: str,
+    *,
+    busy: bool = False,
 ) -> Manifest:
-    """One slurmd on one Kubernetes node, holding all its GPUs (Slurm owns the node)."""
+    """One slurmd on one Kubernetes node, holding all its GPUs (Slurm owns the node).
+
+    `resources`: the node's line in slurm.conf (an int: GPUs only, no CPU or
+    memory asked). Guaranteed QoS: CPU and memory requests equal limits at the
+    pod level (PodLevelResources, on by default since Kubernetes 1.34), so the
+    container's limits stay the GPUs alone."""
+    if isinstance(resources, int):
+        resources = SlurmdResources(gpus=resources)
+    gpus = resources.gpus
     names = names_of(cluster)
     container = daemon_container(
         cluster,
@@ -41,7 +86,11 @@ def slurmd_pod(
         }
     # Configless slurmd fetches slurm.conf itself; it needs only the key, and
     # SLURM_SACK_KEY makes it use auth/slurm before it has any config.
-    container["env"] = [{"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"}]
+    container["env"] = [
+        {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
+        {"name": "SLURMKUBE_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    container["lifecycle"] = {"preStop": {"exec": {"command": ["bash", "-c", _PRE_STOP]}}}
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]
@@ -50,7 +99,11 @@ def slurmd_pod(
         cluster,
         names.slurmd_pod(node_set.metadata.name, node),
         "slurmd",
-        **{wk.LABEL_NODESET: node_set.metadata.name, wk.LABEL_NODE: node},
+        **{
+            wk.LABEL_NODESET: node_set.metadata.name,
+            wk.LABEL_NODE: node,
+            wk.LABEL_BUSY: busy_label(busy),
+        },
     )
     spec: Manifest = {
         # Pinned the way DaemonSet pods are: by affinity, so the scheduler
@@ -75,9 +128,14 @@ def slurmd_pod(
         "containers": [container],
         "volumes": [etc],
         "restartPolicy": "Always",
-        # slurmd is only ever stopped on an idle, drained node.
-        "terminationGracePeriodSeconds": 30,
+        # The operator stops slurmd only on an idle, drained node; anyone else
+        # (an eviction that got through, a node shutdown) meets the preStop drain.
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "priorityClassName": wk.SLURMD_PRIORITY_CLASS,
     }
+    if resources.cpus and resources.memory_mib:
+        guaranteed = {"cpu": str(resources.cpus), "memory": f"{resources.memory_mib}Mi"}
+        spec["resources"] = {"requests": guaranteed, "limits": dict(guaranteed)}
     # The config hash is not part of the template: configless slurmd takes a new
     # config through `scontrol reconfigure`, never through a pod replacement.
     metadata["annotations"] = {
@@ -85,6 +143,45 @@ def slurmd_pod(
         wk.ANNOTATION_POD_TEMPLATE_HASH: pod_template_hash(spec),
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def busy_label(busy: bool) -> str:
+    return "true" if busy else "false"
+
+
+def busy_label_patch(busy: bool) -> Manifest:
+    """A merge patch of a slurmd pod's busy label (`Plan.busy_labels`). Not a
+    server-side apply: the pod was applied whole by the same field manager, and a
+    labels-only apply would give up (and so remove) the rest."""
+    return {"metadata": {"labels": {wk.LABEL_BUSY: busy_label(busy)}}}
+
+
+def slurmd_disruption_budget(cluster: SlurmCluster, node_set: NodeSet) -> Manifest:
+    """Evictions of a NodeSet's busy slurmd pods are refused (`kubectl drain`,
+    cluster-autoscaler and Karpenter consolidation use the eviction API).
+
+    It selects only pods labelled busy (the plan sets `slurmkube.io/busy` from
+    Slurm's state, `Plan.busy_labels`), with maxUnavailable 0: an idle pod is
+    selected by no budget, so draining an idle node is not blocked, and a busy
+    pod is never evicted whatever the other pods do (minAvailable over all pods
+    would instead let the eviction of a busy pod through while others are up)."""
+    name = names_of(cluster).slurmd_busy_budget(node_set.metadata.name)
+    selector = {
+        wk.LABEL_CLUSTER: cluster.metadata.name,
+        wk.LABEL_NODESET: node_set.metadata.name,
+        wk.LABEL_BUSY: busy_label(True),
+    }
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(cluster, name, "slurmd", **{wk.LABEL_NODESET: node_set.metadata.name}),
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": selector},
+            # Unhealthy busy pods are guarded too: slurmd may be restarting under a job.
+            "unhealthyPodEvictionPolicy": "IfHealthyBudget",
+        },
+    }
 
 
 def pod_template_hash(spec: Manifest) -> str:

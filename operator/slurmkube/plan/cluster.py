@@ -4,11 +4,12 @@ Level based (DESIGN.md §4): the plan never asks whether something was created
 or updated, it compares what is with what should be. Safety rules live here,
 where they are table-tested:
 
-- a slurmd pod is deleted only when its Slurm node runs nothing: first drained
-  (reason prefixed `slurmkube:`), deleted once drained and idle;
+- a node Slurm shows with a job keeps its line, NodeSet and pod until drained
+  and idle (plan/holds.py, plan/removal.py), whatever Kubernetes now says;
 - when Slurm cannot be asked, no slurmd pod is deleted at all;
 - a drain that does not carry our prefix (an admin's) is never undone;
-- invalid input yields no actions, only a condition that says what to fix.
+- an invalid spec yields no actions, only a condition that says what to fix;
+  a bad node is left out and reported (`node_problems`, NodesValid).
 """
 
 from __future__ import annotations
@@ -20,26 +21,33 @@ from dataclasses import dataclass, field
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
-from slurmkube.api.models import NodeSet, SlurmCluster
+from slurmkube.api.models import NodeSet
 from slurmkube.build.login import login_deployment
 from slurmkube.build.names import Manifest, deployment_context, names_of
 from slurmkube.build.slurmctld import config_map, controller_service, controller_statefulset
-from slurmkube.build.slurmd import slurmd_pod
-from slurmkube.build.slurmdbd import slurmdbd_deployment, slurmdbd_secret, slurmdbd_service
+from slurmkube.build.slurmd import SlurmdResources, slurmd_disruption_budget, slurmd_pod
 from slurmkube.build.slurmrestd import restapi_deployment, restapi_service
 from slurmkube.plan.autoscale import (
     RESUMING,
     Scaling,
     hold_undeployed,
     plan_scaling,
-    removable,
 )
+from slurmkube.plan.holds import (
+    change_drains,
+    gpu_problems,
+    held_nodes,
+    is_stale,
+)
+from slurmkube.plan.holds import overdue as overdue_nodes
+from slurmkube.plan.objects import accounting_objects, kueue_objects
+from slurmkube.plan.removal import busy_labels, plan_removal
 from slurmkube.plan.rollout import Rollout, plan_rollout
 from slurmkube.render.config import SlurmConfig, plan_config
 from slurmkube.render.files import RenderedConfig, render_files
-from slurmkube.render.slurmdbd import DatabaseCredentials, plan_slurmdbd, render_slurmdbd_conf
+from slurmkube.render.membership import HeldNode, NodeProblem
+from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.topology.fleet import FleetNode
-from slurmkube.topology.kueue import kueue_topology, resource_flavors
 from slurmkube.topology.model import FleetTopology
 
 
@@ -59,6 +67,12 @@ class SlurmNodeView:
     # Where Slurm's power saving has the node (plan.autoscale.POWER_STATES).
     power: str = "up"
     down: bool = False  # DOWN or FAIL: Slurm will not schedule there
+    # The shape slurmctld has for the node (slurmrestd's cpus, real_memory and the
+    # GRES type of `gres`; `gpus` is its count): what a running job was placed on.
+    # cpus 0: not known (the config then holds only the node's membership).
+    cpus: int = 0
+    real_memory: int = 0
+    gpu_type: str = ""
 
     @property
     def drained_by_us(self) -> bool:
@@ -76,6 +90,8 @@ class PodView:
     template_hash: str = ""
     # The pod's slurmkube.io/SlurmNode condition as (status, reason, message), if set.
     slurm_condition: tuple[bool, str, str] | None = None
+    # Its label slurmkube.io/busy is "true" (the PodDisruptionBudget guards it).
+    busy_label: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +108,11 @@ class Observed:
     database: DatabaseCredentials | None = None
     # The cluster's slurm.key and jwt.key exist (its own Secret, or those the spec names).
     has_keys: bool = True
+    # Epoch seconds of this observation, and since when each node Slurm shows not
+    # responding has been seen so (the controller remembers it across reconciles).
+    # Unknown: a busy node Slurm does not reach keeps its pod (plan/holds.py).
+    now: float = 0.0
+    not_responding_since: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +136,29 @@ class Plan:
     prune: tuple[tuple[str, str, str], ...] = ()
     create_pods: tuple[Manifest, ...] = ()
     drain: tuple[str, ...] = ()  # Slurm nodes to drain before their pod goes
+    # node -> drain reason where it is not DRAIN_REASON (a change or a health event).
+    drain_reasons: Mapping[str, str] = field(default_factory=dict)
     delete_pods: tuple[str, ...] = ()
     # node -> slurmd pod, of the nodes drained now whose pod goes once drained: apply
     # deletes it in the same pass if Slurm, asked again after the drain, shows the
     # node drained with no job (an idle node then costs one reconcile, not two).
     delete_once_drained: Mapping[str, str] = field(default_factory=dict)
-    # Nodes drained for a pod replacement (updateStrategy): not to be resumed yet.
+    # Nodes drained for a change under way (a pod replacement, a held config
+    # change, a GPU health event): not to be resumed yet.
     rolling: frozenset[str] = frozenset()
+    # Nodes the config leaves out or holds, one problem each (status.nodeProblems).
+    node_problems: tuple[NodeProblem, ...] = ()
+    # Ready needs this share of `desired` to respond (spec.readyNodeShare).
+    ready_node_share: float = 1.0
+    # slurmd pod -> the value its slurmkube.io/busy label must take (changes only).
+    busy_labels: Mapping[str, bool] = field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
     # Per NodeSet: the nodes that should run slurmd, and every node it selects
     # (the rest of `members` is State=CLOUD in slurm.conf).
     desired: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Per NodeSet, the PodDisruptionBudget of its busy slurmd pods (build/slurmd.py).
+    disruption_budgets: tuple[Manifest, ...] = ()
     # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
     kueue_objects: tuple[Manifest, ...] = ()
     # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
@@ -150,25 +182,41 @@ class Configured:
     rendered: RenderedConfig
     config_map: Manifest
     accounting: tuple[Manifest, ...]
+    # The holds it was made with (plan/holds.py): `plan_cluster` makes it again
+    # when the reconcile's read of Slurm asks for other holds.
+    held: Mapping[str, HeldNode] = field(default_factory=dict)
 
 
 def configure(observed: Observed) -> Configured | Condition:
-    """The config, or the InvalidSpec condition that says what to fix."""
+    """The config, or the InvalidSpec condition that says what to fix. Nodes that
+    may run a job are held as Slurm registered them (plan/holds.py): call it with
+    the reconcile's pods and Slurm nodes, or the config cannot protect them."""
     cluster = observed.bundle.cluster
+    held = held_nodes(observed.slurm_nodes, observed.pods, observed.fleet)
+    problems: list[NodeProblem] = []
     try:
-        config = plan_config(observed.bundle, observed.fleet, deployment_context(cluster))
-        accounting = _accounting_objects(cluster, observed.database)
+        config = plan_config(
+            observed.bundle,
+            observed.fleet,
+            deployment_context(cluster),
+            held=held,
+            problems=problems,
+        )
+        accounting = accounting_objects(cluster, observed.database)
     except InvalidValue as err:
         return Condition("ConfigApplied", False, "InvalidSpec", str(err))
     rendered = render_files(config)
-    return Configured(config, rendered, config_map(cluster, rendered), tuple(accounting))
+    return Configured(config, rendered, config_map(cluster, rendered), tuple(accounting), held)
 
 
 def plan_cluster(observed: Observed, configured: Configured | Condition | None = None) -> Plan:
     """`configured` is `configure(observed)`, when the caller already has it."""
     bundle = observed.bundle
     cluster = bundle.cluster
-    if configured is None:
+    held = held_nodes(observed.slurm_nodes, observed.pods, observed.fleet)
+    if configured is None or (
+        isinstance(configured, Configured) and is_stale(configured.config, configured.held, held)
+    ):
         configured = configure(observed)
     if isinstance(configured, Condition):
         return Plan(rendered=None, generate_keys=not observed.has_keys, conditions=(configured,))
@@ -194,7 +242,9 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         )
     )
 
-    gpus: dict[str, int] = {n.name: n.gpus for n in observed.fleet}
+    problems = gpu_problems(observed.slurm_nodes, observed.fleet)
+    problems |= {p.node: p for p in config.problems}
+    overdue = overdue_nodes(observed.slurm_nodes, observed.not_responding_since, observed.now)
     desired: dict[str, tuple[str, ...]] = {}
     wanted_pods: dict[str, Manifest] = {}
     rollouts: list[Rollout] = []
@@ -214,39 +264,25 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
                 hold |= hold_undeployed(config.members[name], nodes, observed.slurm_nodes)
         wanted_here = {}
         for node in nodes:
-            pod = slurmd_pod(cluster, ns, node, gpus.get(node, 0), rendered.hash)
+            pod = slurmd_pod(cluster, ns, node, _resources(config, node), rendered.hash)
             wanted_here[pod["metadata"]["name"]] = pod
         wanted_pods |= wanted_here
         if name not in scaling:
             # Autoscaled pods are replaced as Slurm suspends and resumes their nodes.
             pods_here = [p for p in observed.pods if p.node_set == name]
-            rollouts.append(plan_rollout(ns, pods_here, wanted_here, observed.slurm_nodes))
+            rollouts.append(plan_rollout(ns, pods_here, wanted_here, observed.slurm_nodes, overdue))
 
     existing = {p.name: p for p in observed.pods}
     create = tuple(m for name, m in sorted(wanted_pods.items()) if name not in existing)
-    drain: list[str] = []
-    delete: list[str] = []
-    delete_once_drained: dict[str, str] = {}
-    for view in sorted(observed.pods, key=lambda p: p.name):
-        if view.name in wanted_pods or view.deleting:
-            continue
-        if observed.slurm_nodes is None:
-            continue  # cannot tell whether a job runs there: keep the pod
-        state = observed.slurm_nodes.get(view.node)
-        if view.node_set in scaling:
-            # Slurm powers the node down itself (idle only); its pod goes after.
-            if removable(state):
-                delete.append(view.name)
-        elif state is None or not state.responding:
-            delete.append(view.name)  # Slurm runs nothing on a node it does not reach
-        elif not state.drain:
-            drain.append(view.node)
-            delete_once_drained[view.node] = view.name
-        elif not state.busy:
-            delete.append(view.name)
+    removal = plan_removal(observed.pods, wanted_pods, observed.slurm_nodes, scaling, overdue)
+    drain = list(removal.drain)
+    delete = list(removal.delete_pods)
     for rollout in rollouts:
         drain += rollout.drain
         delete += rollout.delete_pods
+    # Held nodes whose change waits: drained first, kept drained until it lands.
+    reasons = change_drains(config, observed.slurm_nodes, problems)
+    drain += [n for n in reasons if n not in drain]
     return Plan(
         rendered=rendered,
         generate_keys=not observed.has_keys,
@@ -256,49 +292,36 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         create_pods=create,
         drain=tuple(drain),
         delete_pods=tuple(delete),
-        delete_once_drained=delete_once_drained,
-        rolling=frozenset().union(*(r.holding for r in rollouts)),
+        delete_once_drained=removal.delete_once_drained,
+        drain_reasons=reasons,
+        rolling=frozenset(config.held).union(*(r.holding for r in rollouts)),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
-        conditions=_topology_conditions(config.topology),
-        kueue_objects=_kueue_objects(bundle),
+        conditions=(*_topology_conditions(config.topology), nodes_valid(problems)),
+        node_problems=tuple(problems[n] for n in sorted(problems)),
+        kueue_objects=kueue_objects(bundle),
+        disruption_budgets=tuple(slurmd_disruption_budget(cluster, ns) for ns in bundle.node_sets),
         topology_summary=_topology_summary(config, rendered),
         scaling=scaling,
         hold=hold,
+        busy_labels=busy_labels(observed.pods, observed.slurm_nodes),
+        ready_node_share=cluster.spec.ready_node_share,
     )
 
 
-def _accounting_objects(
-    cluster: SlurmCluster, credentials: DatabaseCredentials | None
-) -> list[Manifest]:
-    """slurmdbd's Secret, Deployment and Service; none while accounting is off."""
-    accounting = cluster.spec.accounting
-    if not accounting.enabled:
-        return []
-    database = accounting.database
-    if credentials is None:
-        secret = database.secret_name if database else "?"
-        raise InvalidValue(
-            f"SlurmCluster {cluster.metadata.name} spec.accounting.database.secretName",
-            secret,
-            "a Secret in the cluster's namespace with keys username and password",
-        )
-    ctx = deployment_context(cluster)
-    conf = render_slurmdbd_conf(
-        plan_slurmdbd(
-            cluster,
-            credentials,
-            config_dir=ctx.config_dir,
-            run_dir="/run/slurmdbd",
-            slurm_user=ctx.slurm_user,
-        )
-    )
-    conf_hash = hashlib.sha256(conf.encode()).hexdigest()[:16]
-    return [
-        slurmdbd_secret(cluster, conf),
-        slurmdbd_deployment(cluster, conf_hash),
-        slurmdbd_service(cluster),
-    ]
+def _resources(config: SlurmConfig, node: str) -> SlurmdResources:
+    """What slurm.conf gives Slurm on the node: the slurmd pod requests exactly that."""
+    shape = config.shape_of[node]
+    gpus = int(shape.gres.rsplit(":", 1)[1]) if shape.gres else 0
+    return SlurmdResources(cpus=shape.cpus, memory_mib=shape.real_memory, gpus=gpus)
+
+
+def nodes_valid(problems: Mapping[str, NodeProblem]) -> Condition:
+    """One condition for every per-node problem; the list is status.nodeProblems."""
+    if not problems:
+        return Condition("NodesValid", True, "AllValid", "no node left out or held")
+    sample = ", ".join(f"{n} ({problems[n].reason})" for n in sorted(problems)[:10])
+    return Condition("NodesValid", False, "NodeProblems", f"{len(problems)} nodes: {sample}")
 
 
 def _power(view: SlurmNodeView | None) -> str:
@@ -322,22 +345,6 @@ def _plan_scaling(
         for ns in observed.bundle.node_sets
         if ns.spec.autoscaling.enabled
     }
-
-
-def kueue_name(bundle: ClusterBundle) -> str:
-    """Cluster-scoped names carry the namespace: two namespaces may hold a `gpu` cluster."""
-    cluster = bundle.cluster
-    return f"{wk.namespace_or_default(cluster.metadata.namespace)}-{cluster.metadata.name}"
-
-
-def _kueue_objects(bundle: ClusterBundle) -> tuple[Manifest, ...]:
-    name = kueue_name(bundle)
-    topology = kueue_topology(name, bundle.cluster.spec.topology)
-    topology["metadata"]["labels"] |= {
-        wk.LABEL_CLUSTER: bundle.cluster.metadata.name,
-        "slurmkube.io/namespace": wk.namespace_or_default(bundle.cluster.metadata.namespace),
-    }
-    return (topology, *resource_flavors(bundle, name, prefix=name))
 
 
 def _topology_conditions(topology: FleetTopology) -> tuple[Condition, ...]:

@@ -8,8 +8,10 @@ from typing import Any
 
 from slurmkube.plan.cluster import Condition, Plan, SlurmNodeView
 
-# What Ready needs: the config in force, slurmrestd answering, every desired node registered.
-READY_NEEDS = ("ConfigApplied", "SlurmReachable", "NodesRegistered")
+# What Ready needs besides enough nodes: the control plane answering with the
+# config in force (a config change keeps Ready false until Slurm shows it), and
+# the last reconcile done.
+READY_NEEDS = ("ConfigApplied", "SlurmReachable", "Reconciled")
 
 
 def timestamp(at: dt.datetime) -> str:
@@ -54,10 +56,12 @@ def _responding(view: SlurmNodeView | None) -> bool:
 def compose(
     conditions: Sequence[Condition], plan: Plan, slurm_nodes: Mapping[str, SlurmNodeView]
 ) -> list[Condition]:
-    """The reconcile's conditions with NodesRegistered, Ready and Degraded added.
+    """The reconcile's conditions with NodesRegistered, Reconciled, Ready and Degraded added.
 
-    Ready means Slurm can use every node it should have: each desired node
-    answers. Kueue is optional: its absence is reported, not a degradation.
+    Ready means the control plane is healthy and the config in force, and at
+    least `spec.readyNodeShare` of the nodes that should run slurmd answer: at
+    fleet scale some node is always down, and NodesRegistered says which.
+    Kueue is optional: its absence is reported, not a degradation.
     """
     members = {n for nodes in plan.desired.values() for n in nodes}
     missing = sorted(n for n in members if not _responding(slurm_nodes.get(n)))
@@ -69,15 +73,20 @@ def compose(
         + (f"; waiting for {', '.join(missing[:10])}" if missing else ""),
     )
     composed = [*conditions, registered]
-    ready = all(c.status for c in composed if c.type in READY_NEEDS)
+    if not any(c.type == "Reconciled" for c in composed):
+        composed.append(Condition("Reconciled", True, "Reconciled", "observe, plan, apply done"))
+    share = (len(members) - len(missing)) / len(members) if members else 1.0
+    enough = share >= plan.ready_node_share
+    ready = enough and all(c.status for c in composed if c.type in READY_NEEDS)
     degraded = [c for c in composed if not c.status and c.reason != "KueueNotInstalled"]
+    why = [f"{c.type}: {c.message}" for c in degraded if c.type != "NodesRegistered" or not enough]
     return [
         *composed,
         Condition(
             "Ready",
             ready,
             "Ready" if ready else "NotReady",
-            "; ".join(f"{c.type}: {c.message}" for c in degraded) or "all good",
+            "; ".join(why) or _ready_message(len(members) - len(missing), len(members)),
         ),
         Condition(
             "Degraded",
@@ -86,6 +95,39 @@ def compose(
             ", ".join(c.type for c in degraded),
         ),
     ]
+
+
+def _ready_message(up: int, total: int) -> str:
+    return "all good" if up == total else f"{up}/{total} nodes respond, enough for Ready"
+
+
+def reconcile_failed(
+    previous: Iterable[Mapping[str, Any]],
+    error: BaseException,
+    generation: int | None,
+    now: str,
+) -> list[dict[str, Any]]:
+    """The status conditions after a reconcile that raised: Reconciled false with the
+    error, Ready false (what is in force is not known), Degraded true; every other
+    condition as it was. The controller patches them, then lets the queue retry."""
+    reason = type(error).__name__
+    message = f"{reason}: {error}" if str(error) else reason
+    kept = [
+        Condition(str(c["type"]), c.get("status") == "True", str(c["reason"]), str(c["message"]))
+        for c in previous
+        if c.get("type") not in ("Reconciled", "Ready", "Degraded") and "reason" in c
+    ]
+    failed = [
+        Condition("Reconciled", False, "ReconcileError", message),
+        Condition("Ready", False, "ReconcileError", message),
+        Condition(
+            "Degraded",
+            True,
+            "Degraded",
+            ", ".join([*(c.type for c in kept if not c.status), "Reconciled"]),
+        ),
+    ]
+    return metav1_conditions(previous, [*kept, *failed], generation, now)
 
 
 def condition(conditions: Sequence[Condition], kind: str) -> Condition:

@@ -13,13 +13,14 @@ than rolled on an operator upgrade.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet
 from slurmkube.build.names import Manifest
+from slurmkube.plan.removal import may_lose_pod
 
 
 class RolloutPod(Protocol):
@@ -61,8 +62,10 @@ def plan_rollout(
     pods: Sequence[RolloutPod],
     wanted: Mapping[str, Manifest],
     slurm_nodes: Mapping[str, RolloutNode] | None,
+    overdue: Collection[str] = (),
 ) -> Rollout:
-    """`wanted`: pod name -> desired manifest for this NodeSet's desired nodes."""
+    """`wanted`: pod name -> desired manifest for this NodeSet's desired nodes;
+    `overdue`: busy nodes Slurm has given up on (plan/holds.py), whose pods may go."""
     strategy = node_set.spec.update_strategy
     if strategy.type == "OnDelete" or slurm_nodes is None:
         return Rollout()
@@ -88,13 +91,14 @@ def plan_rollout(
     delete = []
     drain = []
     for pod in started:
-        node = slurm_nodes.get(pod.node)
-        if node is None or not node.responding or not node.busy:
+        if may_lose_pod(slurm_nodes.get(pod.node), overdue, pod.node):
             delete.append(pod.name)
     for pod in chosen:
         node = slurm_nodes.get(pod.node)
-        if node is None or not node.responding:
-            delete.append(pod.name)  # Slurm runs nothing on a node it does not reach
+        if node is not None and not node.responding and may_lose_pod(node, overdue, pod.node):
+            delete.append(pod.name)  # Slurm runs nothing there, or gave up on it
+        elif node is None:
+            delete.append(pod.name)
         else:
             drain.append(pod.node)
     return Rollout(

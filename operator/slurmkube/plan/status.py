@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from slurmkube.plan.cluster import PodView, SlurmNodeView
+from slurmkube.plan.cluster import Plan, PodView, SlurmNodeView
 
 POD_CONDITION: Final = "slurmkube.io/SlurmNode"
 STATES: Final = ("idle", "allocated", "mixed", "drain", "down")
@@ -100,3 +100,16 @@ def pod_condition_updates(
         if pod.slurm_condition != (wanted.status, wanted.reason, wanted.message[:1024]):
             out.append(wanted)
     return out
+
+
+# status.nodeProblems is a list in an object the API server stores whole: bounded.
+NODE_PROBLEMS_SHOWN: Final = 1000
+
+
+def node_problems_status(plan: Plan) -> list[dict[str, str]]:
+    """status.nodeProblems: one entry per node the config leaves out or holds
+    (the NodesValid condition counts them all)."""
+    return [
+        {"node": p.node, "reason": p.reason, "message": p.message[:1024]}
+        for p in plan.node_problems[:NODE_PROBLEMS_SHOWN]
+    ]

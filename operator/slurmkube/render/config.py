@@ -8,16 +8,23 @@ then only lay the model out (`slurmkube.render.files`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from slurmkube import __version__
 from slurmkube.api import grammar
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import KubeNode, NodeSet, PriorityWeights
-from slurmkube.render.context import RenderContext
+from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS, RenderContext
 from slurmkube.render.hostlist import compress
+from slurmkube.render.membership import (
+    HeldNode,
+    Membership,
+    NodeProblem,
+    membership,
+    registered_gpu_type,
+)
 from slurmkube.render.scheduler import BackfillPlan, minutes, plan_backfill
 from slurmkube.topology.fleet import FleetNode, as_fleet, sort_key
 from slurmkube.topology.model import FleetTopology, build_topology
@@ -50,6 +57,14 @@ class NodeShape:
 class NodeLine:
     names: SlurmToken
     shape: NodeShape
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLines:
+    nodes: tuple[NodeLine, ...]
+    gres: tuple[GresLine, ...]
+    shape_of: dict[str, NodeShape]
+    held: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,39 +122,19 @@ class SlurmConfig:
     partitions: tuple[PartitionLine, ...]
     extra: tuple[SlurmToken, ...]
     topology: FleetTopology
+    # NodeSet -> the nodes its selector picks (who should run slurmd).
     members: dict[str, tuple[SlurmToken, ...]]
     power: PowerSaving | None = None
+    # Held nodes (render/membership.py) whose line or NodeSet differs from what
+    # Kubernetes alone would give: a change waits for them to drain.
+    held: frozenset[str] = frozenset()
+    # Every node on a NodeName line -> its shape.
+    shape_of: Mapping[str, NodeShape] = field(default_factory=dict)
+    problems: tuple[NodeProblem, ...] = ()
+    slurmd_timeout: int = SLURMD_TIMEOUT_SECONDS
 
 
 TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
-
-
-def _membership(bundle: ClusterBundle, fleet: Sequence[FleetNode]) -> dict[str, list[FleetNode]]:
-    """Which nodes each NodeSet selects; a node runs one slurmd, so it is in one set."""
-    owner: dict[str, str] = {}
-    members: dict[str, list[FleetNode]] = {ns.metadata.name: [] for ns in bundle.node_sets}
-    cluster = bundle.cluster.metadata.name
-    for ns in bundle.node_sets:
-        if ns.spec.cluster_ref != cluster:
-            raise InvalidValue(
-                f"NodeSet {ns.metadata.name} spec.clusterRef",
-                ns.spec.cluster_ref,
-                f"the SlurmCluster in this bundle ({cluster!r})",
-            )
-        matches = ns.spec.node_selector.matches
-        chosen = members[ns.metadata.name]
-        for node in fleet:
-            if matches(node.labels):
-                if node.name in owner:
-                    raise InvalidValue(
-                        f"NodeSet {ns.metadata.name} spec.nodeSelector",
-                        node.name,
-                        f"selectors that do not overlap: node {node.name} is also in "
-                        f"NodeSet {owner[node.name]}",
-                    )
-                owner[node.name] = ns.metadata.name
-                chosen.append(node)
-    return members
 
 
 def _gres(gpu_type: SlurmToken | None, gpus: int) -> SlurmToken | None:
@@ -153,49 +148,56 @@ def _gres(gpu_type: SlurmToken | None, gpus: int) -> SlurmToken | None:
 
 def _node_lines(
     node_sets: Sequence[NodeSet],
-    members: dict[str, list[FleetNode]],
+    members: Membership,
+    held: Mapping[str, HeldNode],
     ctx: RenderContext,
-) -> tuple[tuple[NodeLine, ...], tuple[GresLine, ...]]:
+) -> NodeLines:
     groups: dict[NodeShape, list[SlurmToken]] = {}
     gres_groups: dict[tuple[SlurmToken | None, int], list[SlurmToken]] = {}
-    for ns in node_sets:
-        where = f"NodeSet {ns.metadata.name}"
-        ns_features = [
-            grammar.feature(f, f"{where} spec.features[{i}]")
-            for i, f in enumerate(ns.spec.features)
-        ]
-        reserved = ns.spec.memory_reserved_mib
+    shape_of: dict[str, NodeShape] = {}
+    kept: list[str] = []
+    owned = [(ns, members.lines[ns.metadata.name]) for ns in node_sets]
+    for ns, nodes in [*owned, (None, members.unowned)]:
+        where = f"NodeSet {ns.metadata.name}" if ns else "held nodes"
+        ns_features = (
+            [
+                grammar.feature(f, f"{where} spec.features[{i}]")
+                for i, f in enumerate(ns.spec.features)
+            ]
+            if ns
+            else []
+        )
+        reserved = ns.spec.memory_reserved_mib if ns else 0
+        cpus_reserved = ns.spec.cpus_reserved if ns else 0
+        chosen = {n.name for n in members.selected[ns.metadata.name]} if ns else set()
         # Nodes of one NodeSet mostly share a shape; build each shape once.
         shapes: dict[tuple[int, int, SlurmToken | None, int], NodeShape] = {}
-        for node in members[ns.metadata.name]:
+        for node in nodes:
             port = ctx.node_ports.get(node.name)
-            key = (node.cpus, node.memory_mib, node.gpu_type, node.gpus)
+            key, changed = _line_values(node, held.get(node.name), (cpus_reserved, reserved), where)
+            if changed or (node.name in held and node.name not in chosen):
+                kept.append(node.name)
+            cpus, memory, gpu_type, gpus = key
             shape = shapes.get(key) if port is None else None
             if shape is None:
-                memory = node.memory_mib - reserved
-                if memory < 1:
-                    raise InvalidValue(
-                        f"Node {node.name} status.allocatable[memory]",
-                        f"{node.memory_mib}Mi",
-                        f"more than the {reserved} MiB {where} reserves (spec.memoryReservedMiB)",
-                    )
                 features = list(ns_features)
-                if node.gpu_type and node.gpu_type not in features:
-                    features.append(node.gpu_type)
+                if gpu_type and gpu_type not in features:
+                    features.append(gpu_type)
                 shape = NodeShape(
-                    cpus=node.cpus,
+                    cpus=cpus,
                     real_memory=memory,
-                    gres=_gres(node.gpu_type, node.gpus),
+                    gres=_gres(gpu_type, gpus),
                     features=grammar.joined(sorted(features)) if features else None,
-                    weight=ns.spec.weight,
+                    weight=ns.spec.weight if ns else 1,
                     port=port,
                     alone=node.name if port is not None else "",
                 )
                 if port is None:
                     shapes[key] = shape
             groups.setdefault(shape, []).append(node.name)
-            if node.gpus:
-                gres_groups.setdefault((node.gpu_type, node.gpus), []).append(node.name)
+            shape_of[node.name] = shape
+            if gpus:
+                gres_groups.setdefault((gpu_type, gpus), []).append(node.name)
     lines = [NodeLine(names=hostlist(names), shape=shape) for shape, names in groups.items()]
     lines.sort(key=lambda line: sort_key(line.names))
     device_dir = grammar.file_path(ctx.gpu_device_dir, "context.gpu_device_dir")
@@ -210,19 +212,31 @@ def _node_lines(
         for (gpu_type, count), names in gres_groups.items()
     ]
     gres_lines.sort(key=lambda line: sort_key(line.names))
-    return tuple(lines), tuple(gres_lines)
+    return NodeLines(tuple(lines), tuple(gres_lines), shape_of, frozenset(kept))
+
+
+def _line_values(
+    node: FleetNode, hold: HeldNode | None, reserved: tuple[int, int], where: str
+) -> tuple[tuple[int, int, SlurmToken | None, int], bool]:
+    """(CPUs, RealMemory, GRES type, GPUs) of a node's line, and whether a hold kept
+    them from what Kubernetes now gives (a held node of unknown shape: never)."""
+    wanted = (
+        max(1, node.cpus - reserved[0]),
+        max(1, node.memory_mib - reserved[1]),
+        node.gpu_type,
+        node.gpus,
+    )
+    if hold is None or not hold.shape_known:
+        return wanted, False
+    registered = (hold.cpus, hold.real_memory, registered_gpu_type(hold, where), hold.gpus)
+    return registered, registered != wanted
 
 
 def _partitions(
-    bundle: ClusterBundle, members: dict[str, list[FleetNode]]
+    bundle: ClusterBundle, members: dict[str, list[FleetNode]], shape_of: Mapping[str, NodeShape]
 ) -> tuple[PartitionLine, ...]:
-    reserved = {ns.metadata.name: ns.spec.memory_reserved_mib for ns in bundle.node_sets}
     # Memory per CPU of each node, as its NodeName line states it (RealMemory).
-    per_cpu = {
-        n.name: (n.memory_mib - reserved[ns]) // n.cpus
-        for ns, nodes in members.items()
-        for n in nodes
-    }
+    per_cpu = {name: shape.real_memory // shape.cpus for name, shape in shape_of.items()}
     lines = []
     for i, part in enumerate(bundle.cluster.spec.partitions):
         where = f"SlurmCluster {bundle.cluster.metadata.name} spec.partitions[{i}]"
@@ -307,8 +321,15 @@ def plan_config(
     bundle: ClusterBundle,
     nodes: Sequence[KubeNode | FleetNode],
     ctx: RenderContext | None = None,
+    *,
+    held: Mapping[str, HeldNode] | None = None,
+    problems: list[NodeProblem] | None = None,
 ) -> SlurmConfig:
     """The whole Slurm configuration for a cluster, validated, deterministic in node order.
+
+    `held`: nodes kept as Slurm registered them (render/membership.py). With
+    `problems`, a bad node is left out and reported there instead of failing
+    the whole config.
 
     `nodes` may be Kubernetes Node objects or fleet nodes converted earlier
     (`slurmkube.topology.fleet.fleet_node`), which is what a watcher that
@@ -317,9 +338,10 @@ def plan_config(
     ctx = ctx or RenderContext()
     spec = bundle.cluster.spec
     where = f"SlurmCluster {bundle.cluster.metadata.name}"
-    members = _membership(bundle, as_fleet(nodes))
-    node_lines, gres_lines = _node_lines(bundle.node_sets, members, ctx)
-    partitions = _partitions(bundle, members)
+    held = held or {}
+    members = membership(bundle, as_fleet(nodes), held, problems)
+    lines = _node_lines(bundle.node_sets, members, held, ctx)
+    partitions = _partitions(bundle, members.lines, lines.shape_of)
     max_times = [minutes(p.max_time) for p in spec.partitions if p.max_time]
     longest = max((m for m in max_times if m is not None), default=None)
     backfill = plan_backfill(spec.scheduler.backfill, longest)
@@ -333,7 +355,10 @@ def plan_config(
             ("run_dir", ctx.run_dir),
         )
     }
-    in_node_sets = [n for ns in bundle.node_sets for n in members[ns.metadata.name]]
+    in_node_sets = [
+        *(n for ns in bundle.node_sets for n in members.lines[ns.metadata.name]),
+        *members.unowned,
+    ]
     return SlurmConfig(
         version=SlurmToken(__version__),
         cluster_name=grammar.cluster_name(
@@ -355,14 +380,17 @@ def plan_config(
             backfill.scheduler_parameters(), f"{where} spec.scheduler.backfill"
         ),
         priority=spec.scheduler.priority_weights,
-        nodes=node_lines,
-        gres=gres_lines,
+        nodes=lines.nodes,
+        gres=lines.gres,
         partitions=partitions,
         extra=tuple(
             grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
             for i, line in enumerate(spec.extra_config)
         ),
         topology=build_topology(in_node_sets, spec.topology),
-        members={name: tuple(n.name for n in nodes) for name, nodes in members.items()},
-        power=_power_saving(bundle.node_sets, members, ctx),
+        members={name: tuple(n.name for n in nodes) for name, nodes in members.selected.items()},
+        power=_power_saving(bundle.node_sets, members.lines, ctx),
+        held=lines.held,
+        shape_of=lines.shape_of,
+        problems=tuple(problems or ()),
     )

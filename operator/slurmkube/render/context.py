@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 
 from slurmkube.api import well_known as wk
 
+# slurm.conf SlurmdTimeout (slurm.conf(5)): how long slurmctld waits for a silent
+# slurmd before it sets the node DOWN and fails its jobs. A managed key: the
+# planner waits this long before a busy node Slurm does not reach loses its pod.
+SLURMD_TIMEOUT_SECONDS = 120
+
 
 @dataclass(frozen=True, slots=True)
 class RenderContext:

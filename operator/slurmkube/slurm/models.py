@@ -49,6 +49,7 @@ class Node:
     partitions: tuple[str, ...] = ()
     gres: str = ""
     gpus: int = 0
+    gpu_type: str = ""  # of `gres` ("" untyped): gpus and gpu_type are its GRES
     gpus_allocated: int = 0
     cpus: int = 0
     cpus_allocated: int = 0

@@ -217,6 +217,16 @@ def gres_gpus(text: str) -> int:
     return total
 
 
+def gres_gpu_type(text: str) -> str:
+    """The GPU type of a node's `gres` (`gpu:gb200:4(S:0-1)` -> `gb200`; "" untyped):
+    with its count, the GRES Slurm registered the node with."""
+    for entry in _split_gres(text):
+        fields = entry.split("(", 1)[0].split(":")
+        if fields[0] == "gpu" and len(fields) == 3:
+            return fields[1]
+    return ""
+
+
 def tres_gpus(text: str) -> int:
     """GPUs in a job's `tres_per_node`/`tres_per_job`/`tres_per_task`:
     `gres/gpu:4`, `gres/gpu:gb200:4`, `gres/gpu=1` (per task in 24.11)."""
@@ -266,6 +276,7 @@ def _node(n: _NodeJson) -> Node:
         partitions=n.partitions,
         gres=n.gres,
         gpus=gres_gpus(n.gres),
+        gpu_type=gres_gpu_type(n.gres),
         gpus_allocated=gres_gpus(n.gres_used),
         cpus=n.cpus or 0,
         cpus_allocated=n.alloc_cpus or 0,
