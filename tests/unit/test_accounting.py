@@ -6,7 +6,8 @@ import base64
 
 import pytest
 
-from slurmkube.plan.cluster import Observed, plan_cluster
+from slurmkube.plan.cluster import plan_cluster
+from slurmkube.plan.model import Observed
 from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import bundle, nvl_fleet

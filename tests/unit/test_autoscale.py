@@ -22,7 +22,8 @@ from slurmkube.plan.autoscale import (
     plan_scaling,
     removable,
 )
-from slurmkube.plan.cluster import Observed, Plan, PodView, SlurmNodeView, plan_cluster
+from slurmkube.plan.cluster import plan_cluster
+from slurmkube.plan.model import Observed, Plan, PodView, SlurmNodeView
 from slurmkube.render.config import plan_config
 from slurmkube.render.files import render_files
 from slurmkube.topology.fleet import fleet_node

@@ -7,16 +7,9 @@ from typing import cast
 import pytest
 
 from slurmkube.controllers.apply import drained_idle
-from slurmkube.plan.cluster import (
-    Condition,
-    Observed,
-    PodView,
-    SlurmNodeView,
-    configure,
-    plan_cluster,
-    topology_applied,
-    undrain_candidates,
-)
+from slurmkube.plan.cluster import configure, plan_cluster, undrain_candidates
+from slurmkube.plan.model import Condition, Observed, PodView, SlurmNodeView
+from slurmkube.plan.topology_status import topology_applied
 from slurmkube.slurm.models import Node as SlurmNode
 from slurmkube.slurm.protocol import SlurmClient
 from slurmkube.topology.fleet import fleet_node

@@ -11,22 +11,14 @@ from typing import Any
 import pytest
 
 from slurmkube.api.documents import parse_cluster
-from slurmkube.plan.cluster import (
-    Condition,
-    Configured,
-    Observed,
-    Plan,
-    PodView,
-    SlurmNodeView,
-    configure,
-    plan_cluster,
-)
+from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.plan.holds import (
     CHANGE_REASON,
     NOT_RESPONDING_GRACE_SECONDS,
     early_delivery_safe,
     not_responding_since,
 )
+from slurmkube.plan.model import Condition, Observed, Plan, PodView, SlurmNodeView
 from slurmkube.plan.status import node_problems_status
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS
 from slurmkube.slurm.hostlist import expand

@@ -120,7 +120,7 @@ def test_no_busy_node_leaves_the_config_changes_shape_or_loses_its_pod(
 
 
 def _view(name: str, cpus: int, memory: int, gres: list[str], state: dict[str, Any]) -> Any:
-    from slurmkube.plan.cluster import SlurmNodeView
+    from slurmkube.plan.model import SlurmNodeView
 
     return SlurmNodeView(
         name,

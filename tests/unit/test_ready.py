@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from slurmkube.plan.cluster import Condition, Plan, SlurmNodeView
 from slurmkube.plan.conditions import compose, condition, reconcile_failed
+from slurmkube.plan.model import Condition, Plan, SlurmNodeView
 
 DESIRED = tuple(f"n{i}" for i in range(10))
 APPLIED = Condition("ConfigApplied", True, "Applied", "config abc in force")

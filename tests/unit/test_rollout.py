@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from slurmkube.api import well_known as wk
-from slurmkube.plan.cluster import Observed, PodView, SlurmNodeView, plan_cluster
+from slurmkube.plan.cluster import plan_cluster
+from slurmkube.plan.model import Observed, PodView, SlurmNodeView
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import bundle, nvl_fleet
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from slurmkube.slurm.decode import decode_object
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.parse import node_from, nodes_from
-from slurmkube.slurm.rest import check_response
+from slurmkube.slurm.responses import check_response
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "rest"
 

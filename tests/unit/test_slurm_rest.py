@@ -24,7 +24,7 @@ from slurmkube.slurm import (
     SlurmRejected,
     SlurmUnreachable,
 )
-from slurmkube.slurm.rest import check_response
+from slurmkube.slurm.responses import check_response
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 KEY = b"k" * 32

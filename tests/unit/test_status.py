@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmkube.plan.cluster import PodView, SlurmNodeView
+from slurmkube.plan.model import PodView, SlurmNodeView
 from slurmkube.plan.status import (
     gpu_counts,
     node_counts,

@@ -20,14 +20,9 @@ from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.controllers.scaling import apply_scaling
 from slurmkube.kube.client import Kube
-from slurmkube.plan.cluster import (
-    Condition,
-    Configured,
-    Plan,
-    topology_applied,
-    undrain_candidates,
-)
+from slurmkube.plan.cluster import Configured, undrain_candidates
 from slurmkube.plan.events import aggregate
+from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.reconfigure import (
     ConfigClock,
     advance,
@@ -35,6 +30,7 @@ from slurmkube.plan.reconfigure import (
     seconds_left,
     topology_shown,
 )
+from slurmkube.plan.topology_status import topology_applied
 from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError

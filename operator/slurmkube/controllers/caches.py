@@ -19,7 +19,7 @@ import kopf
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import NodeEntry, node_entry, pod_view
 from slurmkube.kube.client import Manifest
-from slurmkube.plan.cluster import PodView
+from slurmkube.plan.model import PodView
 from slurmkube.topology.fleet import node_fingerprint
 
 Key = tuple[str, str]

@@ -43,7 +43,8 @@ from slurmkube.controllers.settings import Settings
 from slurmkube.controllers.status import write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
 from slurmkube.kube.lease import LeaderLease
-from slurmkube.plan.cluster import Configured, PodView, configure, plan_cluster
+from slurmkube.plan.cluster import Configured, configure, plan_cluster
+from slurmkube.plan.model import PodView
 from slurmkube.plan.reconfigure import ConfigClock, next_look
 from slurmkube.topology.fleet import config_label_keys, node_changed
 

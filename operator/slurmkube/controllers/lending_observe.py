@@ -27,7 +27,7 @@ from slurmkube.lending import (
     workload_view,
 )
 from slurmkube.lending.model import WorkloadView
-from slurmkube.plan.cluster import PodView
+from slurmkube.plan.model import PodView
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.rest import RestClient
 

@@ -17,7 +17,7 @@ from slurmkube.build.names import names_of
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan import autoscale
-from slurmkube.plan.cluster import Observed, PodView, SlurmNodeView
+from slurmkube.plan.model import Observed, PodView, SlurmNodeView
 from slurmkube.plan.status import POD_CONDITION
 from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.slurm.errors import SlurmError

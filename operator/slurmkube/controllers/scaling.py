@@ -15,7 +15,7 @@ from slurmkube import metrics
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.kube.client import Kube
 from slurmkube.plan.autoscale import RESUMING, UP
-from slurmkube.plan.cluster import Plan
+from slurmkube.plan.model import Plan
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.models import NodeStateChange

@@ -12,8 +12,8 @@ from slurmkube.build.slurmd import slurmd_selector
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.controllers.scaling import record_pending, scaling_status
 from slurmkube.kube.client import Kube
-from slurmkube.plan.cluster import Condition, Plan
 from slurmkube.plan.conditions import compose, condition, metav1_conditions, timestamp
+from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.status import gpu_counts, node_counts, pod_condition_updates
 
 

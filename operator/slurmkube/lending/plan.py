@@ -39,13 +39,12 @@ from slurmkube.lending.model import (
     LendingWorld,
     NewReservation,
     NodeView,
-    Release,
     ReservationView,
     SlurmState,
     WorkloadView,
     reservation_name,
-    uid_of_reservation,
 )
+from slurmkube.lending.release import leased_nodes, leases_by_workload, release_of, unheld_releases
 from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
 from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.placement import (
@@ -70,19 +69,19 @@ def plan_lending(world: LendingWorld) -> LendingPlan:
     workloads = [w for w in world.workloads if w.check in policies]
     holding = {w.uid: w for w in workloads if w.holds_nodes}
     known = {w.uid for w in world.workloads}
-    releases = _releases(world, holding, known)
+    releases = unheld_releases(world, holding, known)
     releasing = {r.uid for r in releases}
 
     state = _Round(
         world=world,
         nodes={n.name: n for n in world.nodes},
-        leases=_leases(world.nodes),
+        leases=leases_by_workload(world.nodes),
         reservations={r.name: r for r in world.reservations},
         policies=policies,
     )
     for w in holding.values():
         state.lent_by_check[w.check] = state.lent_by_check.get(w.check, 0) + len(
-            _leased_nodes(w.uid, state.leases, state.reservations)
+            leased_nodes(w.uid, state.leases, state.reservations)
         )
     lends: list[Lend] = []
     waiting: list[str] = []
@@ -92,7 +91,7 @@ def plan_lending(world: LendingWorld) -> LendingPlan:
             continue
         if lend.check is not None and lend.check.state is CheckState.RETRY:
             # Answering Retry gives the quota back: whatever was reserved goes too.
-            releases.append(_release_of(w.uid, state.leases, state.reservations, check=lend.check))
+            releases.append(release_of(w.uid, state.leases, state.reservations, check=lend.check))
             releasing.add(w.uid)
             continue
         if lend.waiting:
@@ -145,58 +144,6 @@ class _Round:
         else:
             self.refused[shape] = decision
         return decision
-
-
-# --- release ---------------------------------------------------------------------------
-
-
-def _releases(
-    world: LendingWorld, holding: dict[str, WorkloadView], known: set[str]
-) -> list[Release]:
-    keep = set(holding) | world.live_elsewhere
-    uids: set[str] = {n.lease for n in world.nodes if n.lease and n.lease not in keep}
-    for res in world.reservations:
-        uid = uid_of_reservation(res.name)
-        if uid is not None and uid not in keep:
-            uids.add(uid)
-    leases = _leases(world.nodes)
-    reservations = {r.name: r for r in world.reservations}
-    return [
-        replace(_release_of(uid, leases, reservations), orphan=uid not in known)
-        for uid in sorted(uids)
-    ]
-
-
-def _leases(nodes: Iterable[NodeView]) -> dict[str, tuple[str, ...]]:
-    """Workload uid -> the nodes labelled as lent to it, by name: one pass over the
-    fleet per round, not one per workload."""
-    leases: dict[str, list[str]] = {}
-    for node in nodes:
-        if node.lease:
-            leases.setdefault(node.lease, []).append(node.name)
-    return {uid: tuple(sorted(names)) for uid, names in leases.items()}
-
-
-def _release_of(
-    uid: str,
-    leases: Mapping[str, tuple[str, ...]],
-    reservations: dict[str, ReservationView],
-    check: CheckUpdate | None = None,
-) -> Release:
-    name = reservation_name(uid)
-    return Release(
-        uid=uid,
-        unlabel=leases.get(uid, ()),
-        delete_reservation=name if name in reservations else None,
-        check=check,
-    )
-
-
-def _leased_nodes(
-    uid: str, leases: Mapping[str, tuple[str, ...]], reservations: dict[str, ReservationView]
-) -> set[str]:
-    res = reservations.get(reservation_name(uid))
-    return set(leases.get(uid, ())) | set(res.nodes if res else ())
 
 
 # --- lend ------------------------------------------------------------------------------

@@ -14,12 +14,10 @@ where they are table-tested:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurmkube.api import well_known as wk
-from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import NodeSet
 from slurmkube.build.login import login_deployment
@@ -40,134 +38,20 @@ from slurmkube.plan.holds import (
     is_stale,
 )
 from slurmkube.plan.holds import overdue as overdue_nodes
+from slurmkube.plan.model import (
+    Condition,
+    Observed,
+    Plan,
+    SlurmNodeView,
+)
 from slurmkube.plan.objects import accounting_objects, kueue_objects
 from slurmkube.plan.removal import busy_labels, plan_removal
 from slurmkube.plan.rollout import Rollout, plan_rollout
+from slurmkube.plan.topology_status import topology_conditions, topology_summary
 from slurmkube.render.config import SlurmConfig, plan_config
 from slurmkube.render.files import RenderedConfig, render_files
 from slurmkube.render.membership import HeldNode, NodeProblem
-from slurmkube.render.slurmdbd import DatabaseCredentials
-from slurmkube.topology.fleet import FleetNode
 from slurmkube.topology.model import FleetTopology
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmNodeView:
-    """What the plan needs of a Slurm node (the controller converts the adapter's Node)."""
-
-    name: str
-    busy: bool  # ALLOCATED, MIXED or COMPLETING: a job runs there
-    drain: bool
-    reason: str = ""
-    responding: bool = True
-    # sinfo's state, folded: idle, allocated, mixed, drain, down or cloud (powered down).
-    state: str = "idle"
-    gpus: int = 0
-    gpus_allocated: int = 0
-    # Where Slurm's power saving has the node (plan.autoscale.POWER_STATES).
-    power: str = "up"
-    down: bool = False  # DOWN or FAIL: Slurm will not schedule there
-    # The shape slurmctld has for the node (slurmrestd's cpus, real_memory and the
-    # GRES type of `gres`; `gpus` is its count): what a running job was placed on.
-    # cpus 0: not known (the config then holds only the node's membership).
-    cpus: int = 0
-    real_memory: int = 0
-    gpu_type: str = ""
-
-    @property
-    def drained_by_us(self) -> bool:
-        return self.drain and wk.is_ours(self.reason)
-
-
-@dataclass(frozen=True, slots=True)
-class PodView:
-    name: str
-    node: str
-    node_set: str
-    deleting: bool = False
-    ready: bool = False
-    # Annotation slurmkube.io/pod-template-hash ("" on pods made before it existed).
-    template_hash: str = ""
-    # The pod's slurmkube.io/SlurmNode condition as (status, reason, message), if set.
-    slurm_condition: tuple[bool, str, str] | None = None
-    # Its label slurmkube.io/busy is "true" (the PodDisruptionBudget guards it).
-    busy_label: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    bundle: ClusterBundle
-    fleet: Sequence[FleetNode]
-    pods: Sequence[PodView]
-    # None: Slurm could not be asked this time.
-    slurm_nodes: Mapping[str, SlurmNodeView] | None
-    # Nodes that may not run slurmd and why (lent to Kueue, cordoned).
-    unavailable: Mapping[str, str] = field(default_factory=dict)
-    # The external database's login (spec.accounting.database.secretName);
-    # None when accounting is off or the Secret lacks a key.
-    database: DatabaseCredentials | None = None
-    # The cluster's slurm.key and jwt.key exist (its own Secret, or those the spec names).
-    has_keys: bool = True
-    # Epoch seconds of this observation, and since when each node Slurm shows not
-    # responding has been seen so (the controller remembers it across reconciles).
-    # Unknown: a busy node Slurm does not reach keeps its pod (plan/holds.py).
-    now: float = 0.0
-    not_responding_since: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    type: str
-    status: bool
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    rendered: RenderedConfig | None
-    # Generate the cluster's keys into its auth Secret (apply makes them, once).
-    generate_keys: bool = False
-    # The rendered config's ConfigMap (None with `rendered`), apart from `objects`:
-    # written before the rest of the plan is even made (controllers/apply.py).
-    config_map: Manifest | None = None
-    objects: tuple[Manifest, ...] = ()
-    # (apiVersion, kind, name) of objects that must not exist (accounting off).
-    prune: tuple[tuple[str, str, str], ...] = ()
-    create_pods: tuple[Manifest, ...] = ()
-    drain: tuple[str, ...] = ()  # Slurm nodes to drain before their pod goes
-    # node -> drain reason where it is not DRAIN_REASON (a change or a health event).
-    drain_reasons: Mapping[str, str] = field(default_factory=dict)
-    delete_pods: tuple[str, ...] = ()
-    # node -> slurmd pod, of the nodes drained now whose pod goes once drained: apply
-    # deletes it in the same pass if Slurm, asked again after the drain, shows the
-    # node drained with no job (an idle node then costs one reconcile, not two).
-    delete_once_drained: Mapping[str, str] = field(default_factory=dict)
-    # Nodes drained for a change under way (a pod replacement, a held config
-    # change, a GPU health event): not to be resumed yet.
-    rolling: frozenset[str] = frozenset()
-    # Nodes the config leaves out or holds, one problem each (status.nodeProblems).
-    node_problems: tuple[NodeProblem, ...] = ()
-    # Ready needs this share of `desired` to respond (spec.readyNodeShare).
-    ready_node_share: float = 1.0
-    # slurmd pod -> the value its slurmkube.io/busy label must take (changes only).
-    busy_labels: Mapping[str, bool] = field(default_factory=dict)
-    conditions: tuple[Condition, ...] = ()
-    # Per NodeSet: the nodes that should run slurmd, and every node it selects
-    # (the rest of `members` is State=CLOUD in slurm.conf).
-    desired: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # Per NodeSet, the PodDisruptionBudget of its busy slurmd pods (build/slurmd.py).
-    disruption_budgets: tuple[Manifest, ...] = ()
-    # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
-    kueue_objects: tuple[Manifest, ...] = ()
-    # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
-    topology_summary: str = ""
-    # Autoscaled NodeSets (plan.autoscale): what Slurm is asked to do, per NodeSet.
-    scaling: Mapping[str, Scaling] = field(default_factory=dict)
-    # Powered-down nodes of NodeSets driven by `replicas`, held while power saving is on.
-    hold: Mapping[str, str] = field(default_factory=dict)
-
 
 DRAIN_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod removal"
 
@@ -297,11 +181,11 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         rolling=frozenset(config.held).union(*(r.holding for r in rollouts)),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
-        conditions=(*_topology_conditions(config.topology), nodes_valid(problems)),
+        conditions=(*topology_conditions(config.topology), nodes_valid(problems)),
         node_problems=tuple(problems[n] for n in sorted(problems)),
         kueue_objects=kueue_objects(bundle),
         disruption_budgets=tuple(slurmd_disruption_budget(cluster, ns) for ns in bundle.node_sets),
-        topology_summary=_topology_summary(config, rendered),
+        topology_summary=topology_summary(config, rendered),
         scaling=scaling,
         hold=hold,
         busy_labels=busy_labels(observed.pods, observed.slurm_nodes),
@@ -345,38 +229,6 @@ def _plan_scaling(
         for ns in observed.bundle.node_sets
         if ns.spec.autoscaling.enabled
     }
-
-
-def _topology_conditions(topology: FleetTopology) -> tuple[Condition, ...]:
-    problems = len(topology.problems)
-    missing = len(topology.nodes_without_domain)
-    small = len(topology.undersized_blocks)
-    message = (
-        f"{len(topology.blocks)} blocks, {len(topology.switches)} switches; "
-        f"{missing} nodes without an NVLink domain, {small} domains below the base block "
-        f"size, {problems} invalid label values"
-    )
-    return (Condition("TopologyValid", problems == 0 and small == 0, "Labels", message),)
-
-
-def _topology_summary(config: SlurmConfig, rendered: RenderedConfig) -> str:
-    """What topology.conf holds: blocks for topology/block, switches for topology/tree."""
-    digest = hashlib.sha256(rendered.files["topology.conf"].encode()).hexdigest()[:12]
-    counts = {
-        "topology/block": f"{len(config.topology.blocks)} blocks",
-        "topology/tree": f"{len(config.topology.switches)} switches",
-    }
-    plugin = config.topology_plugin
-    return f"topology.conf {digest} ({plugin}, {counts.get(plugin, 'empty')})"
-
-
-def topology_applied(config_applied: Condition, summary: str) -> Condition:
-    """TopologyApplied follows ConfigApplied: topology.conf is re-read by the same reconfigure."""
-    if config_applied.status:
-        return Condition("TopologyApplied", True, "Applied", f"{summary} in force")
-    return Condition(
-        "TopologyApplied", False, config_applied.reason, f"{summary}: {config_applied.message}"
-    )
 
 
 def undrain_candidates(

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from slurmkube.plan.cluster import Condition, Plan, SlurmNodeView
+from slurmkube.plan.model import Condition, Plan, SlurmNodeView
 
 # What Ready needs besides enough nodes: the control plane answering with the
 # config in force (a config change keeps Ready false until Slurm shows it), and

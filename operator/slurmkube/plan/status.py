@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from slurmkube.plan.cluster import Plan, PodView, SlurmNodeView
+from slurmkube.plan.model import Plan, PodView, SlurmNodeView
 
 POD_CONDITION: Final = "slurmkube.io/SlurmNode"
 STATES: Final = ("idle", "allocated", "mixed", "drain", "down")

@@ -26,7 +26,8 @@ from slurmkube.slurm.models import (
     ReservationUpdate,
 )
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES, SlurmClient
-from slurmkube.slurm.rest import JwtMinter, RestClient
+from slurmkube.slurm.rest import RestClient
+from slurmkube.slurm.tokens import JwtMinter
 
 __all__ = [
     "ACTIVE_JOB_STATES",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from slurmkube.api import grammar
 from slurmkube.slurm.cli import CliClient
-from slurmkube.slurm.rest import JwtMinter
+from slurmkube.slurm.tokens import JwtMinter
 
 __all__ = ["client_config", "jwt_cli_client"]
 

@@ -17,17 +17,14 @@ on REST.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
-import jwt
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -37,9 +34,8 @@ from tenacity import (
 
 from slurmkube.api import grammar
 from slurmkube.slurm import arguments
-from slurmkube.slurm.decode import Converters, decode_object
+from slurmkube.slurm.decode import Converters
 from slurmkube.slurm.errors import (
-    SlurmAuthError,
     SlurmError,
     SlurmNotFound,
     SlurmRejected,
@@ -56,10 +52,8 @@ from slurmkube.slurm.models import (
     ReservationUpdate,
 )
 from slurmkube.slurm.parse import (
-    SlurmMessage,
     choose_data_parser,
     jobs_from,
-    messages_from,
     node_from,
     nodes_from,
     partition_members,
@@ -68,21 +62,14 @@ from slurmkube.slurm.parse import (
     update_time_of,
 )
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES, ReservationWriter
+from slurmkube.slurm.responses import check_response
+from slurmkube.slurm.tokens import JwtMinter
 
-__all__ = ["JwtMinter", "RestClient", "check_response"]
+__all__ = ["RestClient"]
 
 _NODES: Final = {"nodes": node_from}
 
 log = logging.getLogger(__name__)
-
-_TRANSIENT_STATUS: Final = frozenset({502, 503, 504})
-# slurm_errno.h: SLURM_PROTOCOL_AUTHENTICATION_ERROR, ESLURM_ACCESS_DENIED,
-# ESLURM_USER_ID_MISSING, and the ESLURM_AUTH_* block.
-_AUTH_ERRNOS: Final = frozenset({1007, 2002, 2010, *range(6000, 6012)})
-# ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME.
-_NOT_FOUND_ERRNOS: Final = frozenset({2017, 2018})
-# Slurm's comm errors (SLURM_COMMUNICATIONS_*, SLURMCTLD_COMMUNICATIONS_*).
-_UNREACHABLE_ERRNOS: Final = frozenset({*range(1001, 1005), *range(1800, 1806)})
 
 # scontrol update State= -> slurmrestd's node state flags (update_node_msg).
 _STATE_FLAGS: Final[Mapping[NodeStateChange, tuple[str, ...]]] = {
@@ -91,79 +78,9 @@ _STATE_FLAGS: Final[Mapping[NodeStateChange, tuple[str, ...]]] = {
 }
 
 
-def _message(doc: Mapping[str, Any] | None, text: str, status: int) -> str:
-    errors = messages_from(doc) if doc is not None else ()
-    if errors:
-        return "; ".join(str(e) for e in errors)
-    return text.strip()[:500] or f"HTTP {status}"
-
-
-def check_response(
-    status: int,
-    text: str,
-    operation: str,
-    convert: Converters | None = None,
-) -> Mapping[str, Any]:
-    """A slurmrestd answer -> its JSON document, or the SlurmError it means. The
-    arrays under `convert`'s keys are converted while decoding (decode_object)."""
-    if status == 304:
-        # Not Modified (RFC 7232 4.1): slurmctld has no change since the
-        # update_time asked about (SLURM_NO_CHANGE_IN_DATA), and sends nothing.
-        return {}
-    doc: Mapping[str, Any] | None = None
-    try:
-        parsed = decode_object(text, convert or {}) if text else None
-        if isinstance(parsed, Mapping):
-            doc = parsed
-    except json.JSONDecodeError:
-        pass
-    errors: tuple[SlurmMessage, ...] = messages_from(doc) if doc is not None else ()
-    numbers = {e.error_number for e in errors}
-    message = _message(doc, text, status)
-    if status in (401, 403, 511) or numbers & _AUTH_ERRNOS:
-        raise SlurmAuthError(message, operation=operation)
-    if status in _TRANSIENT_STATUS or numbers & _UNREACHABLE_ERRNOS:
-        raise SlurmUnreachable(message, operation=operation)
-    if status == 404 or numbers & _NOT_FOUND_ERRNOS:
-        raise SlurmNotFound(message, operation=operation)
-    if status >= 400 or (numbers - {0}):
-        raise SlurmRejected(message, operation=operation)
-    if doc is None:
-        raise SlurmError(f"slurmrestd answered without JSON: {text[:200]!r}", operation=operation)
-    return doc
-
-
 def _csv(joined: str) -> list[str] | str:
     # An empty list means "leave unchanged" to the data_parser; "" clears.
     return joined.split(",") if joined else ""
-
-
-class JwtMinter:
-    """Mints HS256 tokens from jwt.key and reuses one until half its life is gone."""
-
-    def __init__(self, key: bytes, user: str, lifespan: int = 1800) -> None:
-        if not key:
-            raise ValueError("empty JWT key")
-        self._key = key
-        self._user = arguments.user_name(user, "JWT user")
-        self._lifespan = lifespan
-        self._token = ""
-        self._renew_at = 0.0
-        self._lock = threading.Lock()
-
-    @classmethod
-    def from_file(cls, path: str | Path, user: str, lifespan: int = 1800) -> JwtMinter:
-        return cls(Path(path).read_bytes(), user, lifespan)
-
-    def __call__(self) -> str:
-        with self._lock:
-            now = time.time()
-            if now >= self._renew_at:
-                issued = int(now)
-                claims = {"iat": issued, "exp": issued + self._lifespan, "sun": self._user}
-                self._token = jwt.encode(claims, self._key, algorithm="HS256")
-                self._renew_at = now + self._lifespan / 2
-            return self._token
 
 
 class RestClient:
