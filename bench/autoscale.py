@@ -34,8 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.settings import Settings
@@ -44,7 +42,7 @@ from slurmkube.kube.client import load_config
 from slurmkube.slurm.rest import RestClient
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator import OperatorProcess
+from slurmkube_e2e.operator import OperatorProcess, install_for_host_operator
 from slurmkube_e2e.operator_cluster import API, autoscaled_docs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,8 +125,7 @@ def main() -> int:
         return 1
     os.environ["SLURMKUBE_POD_IP_ENDPOINTS"] = "1"  # the bench, too, dials pod IPs
     kube = Kube(kubeconfig)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
+    install_for_host_operator(kube)
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         operator = OperatorProcess(operator_env(kubeconfig), Path(tmp) / "operator.log")

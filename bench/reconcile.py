@@ -42,13 +42,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator import OperatorProcess, host_operator_env
+from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
 from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +64,7 @@ def local_cluster(bench: str) -> tuple[Path, Kube] | None:
         print(f"bench/{bench}: no cluster ({kubeconfig}); run make cluster-up", file=sys.stderr)
         return None
     kube = Kube(kubeconfig)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
+    install_for_host_operator(kube)
     return kubeconfig, kube
 
 

@@ -13,6 +13,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
+from slurmkube.build.slurmd import slurmd_priority_class
+from slurmkube_e2e.kube import Kube
+
 # The operator on the host, every namespace; no /healthz (tests and the demo run
 # several on one machine, and nothing probes them).
 OPERATOR_ARGV = (
@@ -92,3 +97,13 @@ class OperatorProcess:
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+
+def install_for_host_operator(kube: Kube) -> None:
+    """What the chart installs before its operator runs, for a host-run one: the
+    CRDs and the PriorityClass slurmd pods name (build/slurmd.py)."""
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted((root / "crds").glob("*.yaml")):
+        kube.apply(yaml.safe_load(path.read_text()))
+    kube.apply(slurmd_priority_class())
+    kube._dynamic.resources.invalidate_cache()

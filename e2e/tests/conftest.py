@@ -17,14 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator import OperatorProcess, host_operator_env
+from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
 from slurmkube_e2e.waiting import wait_for
 
 TEST_LABEL = "e2e.slurmkube.io/test"
@@ -87,9 +86,7 @@ def operator(
     kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     """One operator for the session; tests that need it down or killed use its handle."""
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        kube.apply(yaml.safe_load(path.read_text()))
-    kube._dynamic.resources.invalidate_cache()
+    install_for_host_operator(kube)
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     env = dict(os.environ, **host_operator_env(kubeconfig, "e2e-operator"))
     process = OperatorProcess(env, log)

@@ -19,6 +19,7 @@ from slurmkube.build.slurmd import (
     busy_label_patch,
     slurmd_disruption_budget,
     slurmd_pod,
+    slurmd_priority_class,
 )
 from slurmkube.plan.cluster import plan_cluster
 from slurmkube_local.builders import bundle
@@ -197,3 +198,14 @@ def test_the_chart_ships_the_priority_class_slurmd_pods_name() -> None:
     assert priority["preemptionPolicy"] == "Never"
     # Above any default workload, below system-cluster-critical (2000000000).
     assert 0 < priority["value"] < 2_000_000_000
+
+
+def test_the_priority_class_for_clusters_without_the_chart_is_the_charts() -> None:
+    if not os.access(HELM, os.X_OK):
+        pytest.fail(f"helm not found at {HELM}: run `make cluster-build` (it installs helm)")
+    shipped = one(render(HELM), "PriorityClass")
+    built = slurmd_priority_class()
+    assert {k: v for k, v in shipped.items() if k != "metadata"} == {
+        k: v for k, v in built.items() if k != "metadata"
+    }
+    assert shipped["metadata"]["name"] == built["metadata"]["name"]

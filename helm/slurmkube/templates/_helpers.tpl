@@ -122,6 +122,10 @@ checks each against the code); no wildcards. Secrets are apart
   resources: [statefulsets]
   # create/patch: server-side apply of slurmctld.
   verbs: [create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  # create/patch: server-side apply of each NodeSet's busy-slurmd-pod budget.
+  verbs: [create, patch]
 - apiGroups: [apps]
   resources: [deployments]
   # create/patch: server-side apply of slurmrestd, login and slurmdbd.

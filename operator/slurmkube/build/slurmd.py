@@ -149,6 +149,25 @@ def busy_label(busy: bool) -> str:
     return "true" if busy else "false"
 
 
+# The chart's default (values.yaml slurmdPriorityClass.value).
+SLURMD_PRIORITY = 1_000_000_000
+
+
+def slurmd_priority_class() -> Manifest:
+    """The PriorityClass slurmd pods name, as the chart ships it by default
+    (templates/priorityclass.yaml): for clusters the chart did not install
+    (the e2e suite's host-run operator)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": wk.SLURMD_PRIORITY_CLASS},
+        "value": SLURMD_PRIORITY,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "slurmd pods of slurmkube: a running Slurm job lives in them.",
+    }
+
+
 def busy_label_patch(busy: bool) -> Manifest:
     """A merge patch of a slurmd pod's busy label (`Plan.busy_labels`). Not a
     server-side apply: the pod was applied whole by the same field manager, and a

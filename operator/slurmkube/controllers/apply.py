@@ -16,11 +16,12 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.build.auth import auth_secret
 from slurmkube.build.names import names_of
+from slurmkube.build.slurmd import busy_label_patch
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.controllers.scaling import apply_scaling
-from slurmkube.kube.client import Kube
-from slurmkube.plan.cluster import Configured, undrain_candidates
+from slurmkube.kube.client import Kube, Manifest
+from slurmkube.plan.cluster import undrain_candidates
 from slurmkube.plan.events import aggregate
 from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.reconfigure import (
@@ -41,17 +42,15 @@ log = logging.getLogger(__name__)
 
 
 def deliver_config(
-    kube: Kube, snap: Snapshot, configured: Configured, clock: ConfigClock | None
+    kube: Kube, snap: Snapshot, config_map: Manifest, wanted: str, clock: ConfigClock | None
 ) -> ConfigClock:
-    """Write the ConfigMap and tell the slurmctld pods, first thing in a reconcile:
-    the config needs nothing from Slurm, so a label change does not wait while
-    slurmrestd lists every node (build/reloader.py takes it from here). Returns
-    the config's clock, which the controller keeps for the next reconciles."""
-    wanted = configured.rendered.hash
+    """Write the ConfigMap (of config hash `wanted`) and tell the slurmctld pods
+    (build/reloader.py takes it from there). Returns the config's clock, which
+    the controller keeps for the next reconciles."""
     # Before the write: a reconfigure that read the new files happened after
     # this instant, which is what `loaded_since` compares against.
     clock = advance(clock, wanted, time.monotonic(), dt.datetime.now(dt.UTC))
-    kube.apply(configured.config_map, owner=snap.cluster_obj)
+    kube.apply(config_map, owner=snap.cluster_obj)
     if (snap.cluster_obj.get("status") or {}).get("configHash") != wanted:
         _annotate_controllers(kube, snap, wanted)
     return clock
@@ -97,6 +96,10 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         metrics.SLURMD_PODS_CREATED.labels(namespace, cluster_obj["metadata"]["name"]).inc()
         log.info("slurmd pod created pod=%s", pod["metadata"]["name"])
         reached(Step.SLURMD_POD_CREATED)
+    for budget in plan.disruption_budgets:
+        kube.apply(budget, owner=cluster_obj)
+    for pod_name, busy in sorted(plan.busy_labels.items()):
+        kube.merge_patch_pod(namespace, pod_name, busy_label_patch(busy))
     for node_set, nodes in created.items():
         kube.event(
             snap.node_set_objs[node_set],
@@ -110,7 +113,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         drained = []
         for node in plan.drain:
             try:
-                drain(slurm, node, "slurmd pod removal")
+                drain(slurm, node, plan.drain_reasons.get(node, "slurmd pod removal"))
                 metrics.DRAINS.labels(namespace, cluster_obj["metadata"]["name"]).inc()
                 drained.append(node)
                 reached(Step.SLURMD_DRAINED)

@@ -16,11 +16,12 @@ Only the leader reconciles; the leader check is the queues' `leading`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
@@ -34,18 +35,21 @@ from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_conf
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.observe import (
     NodeEntry,
+    Snapshot,
     observe,
     observe_rest,
     slurm_nodes_changed,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.controllers.settings import Settings
-from slurmkube.controllers.status import write_status
+from slurmkube.controllers.status import write_failure, write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.cluster import Configured, configure, plan_cluster
-from slurmkube.plan.model import PodView
+from slurmkube.plan.holds import early_delivery_safe, not_responding_since
+from slurmkube.plan.model import Plan, PodView
 from slurmkube.plan.reconfigure import ConfigClock, next_look
+from slurmkube.render.config import SlurmConfig
 from slurmkube.topology.fleet import config_label_keys, node_changed
 
 log = logging.getLogger(__name__)
@@ -74,6 +78,11 @@ class _Cluster:
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
     # memory only: after an operator restart the whole window is waited again.
     config_clock: ConfigClock | None = None
+    # The config last written: a reconcile writes its config before asking Slurm
+    # only when no line of this one leaves or shrinks (plan.holds.early_delivery_safe).
+    delivered: SlurmConfig | None = None
+    # Since when each node Slurm shows not responding was seen so (epoch seconds).
+    not_responding: dict[str, float] = field(default_factory=dict)
     triggers: set[str] = field(default_factory=set)
 
 
@@ -279,6 +288,16 @@ def _slurm_changed(key: Key, memory: _Cluster) -> bool:
     return slurm_nodes_changed(_kube(), *key, State.clients, memory.nodes_read_at)
 
 
+def _deliver(kube: Kube, snap: Snapshot, memory: _Cluster, configured: Configured | Plan) -> str:
+    """Write the config and remember it as the one in force; returns its hash."""
+    assert configured.config_map is not None and configured.rendered is not None
+    wanted = configured.rendered.hash
+    clock = memory.config_clock
+    memory.config_clock = deliver_config(kube, snap, configured.config_map, wanted, clock)
+    memory.delivered = configured.config
+    return wanted
+
+
 def reconcile(
     namespace: str,
     name: str,
@@ -297,6 +316,7 @@ def reconcile(
     def step(label: str) -> None:
         steps[label] = time.monotonic() - started - sum(steps.values())
 
+    snap = None
     try:
         with metrics.RECONCILE_SECONDS.labels(namespace, name).time():
             snap = observe(kube, namespace, name, nodes, node_sets)
@@ -305,13 +325,26 @@ def reconcile(
                 memory.label_keys = frozenset()
                 return None
             configured = configure(snap.observed)
-            if isinstance(configured, Configured):
-                memory.config_clock = deliver_config(kube, snap, configured, memory.config_clock)
+            # A label change does not wait for Slurm's answer, unless the new config
+            # would take a line from a node that may run a job: then the plan holds it.
+            early = ""
+            if isinstance(configured, Configured) and early_delivery_safe(
+                memory.delivered, configured.config
+            ):
+                early = _deliver(kube, snap, memory, configured)
             step("config")
             snap = observe_rest(kube, snap, State.clients, pods)
+            now = time.time()
+            observed = replace(snap.observed, now=now, not_responding_since=memory.not_responding)
+            snap = replace(snap, observed=observed)
             step("observe")
-            plan = plan_cluster(snap.observed, configured)
-            cluster = snap.observed.bundle.cluster
+            plan = plan_cluster(observed, configured)
+            memory.not_responding = not_responding_since(
+                memory.not_responding, observed.slurm_nodes, now
+            )
+            if plan.rendered is not None and plan.rendered.hash != early:
+                _deliver(kube, snap, memory, plan)
+            cluster = observed.bundle.cluster
             delivery = ConfigDelivery(
                 memory.config_clock,
                 lambda: State.clients.scontrol(kube, cluster),
@@ -321,8 +354,11 @@ def reconcile(
             step("apply")
             write_status(kube, snap, plan, conditions)
             step("status")
-    except Exception:
+    except Exception as err:
         metrics.RECONCILE_ERRORS.labels(namespace, name).inc()
+        if snap is not None:
+            with contextlib.suppress(Exception):
+                write_failure(kube, snap.cluster_obj, err)
         raise
     memory.label_keys = config_label_keys(snap.observed.bundle)
     memory.autoscaling = bool(plan.scaling)

@@ -75,6 +75,9 @@ def slurm_view(node: Node) -> SlurmNodeView:
         gpus_allocated=node.gpus_allocated,
         power=_power(node),
         down=bool({"DOWN", "FAIL"} & node.state),
+        cpus=node.cpus,
+        real_memory=node.memory_mib,
+        gpu_type=node.gpu_type,
     )
 
 
@@ -277,4 +280,5 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         template_hash=(meta.get("annotations") or {}).get(wk.ANNOTATION_POD_TEMPLATE_HASH, ""),
         slurm_condition=slurm_condition,
+        busy_label=labels.get(wk.LABEL_BUSY) == "true",
     )

@@ -11,10 +11,21 @@ from slurmkube.api import well_known as wk
 from slurmkube.build.slurmd import slurmd_selector
 from slurmkube.controllers.observe import API, Snapshot
 from slurmkube.controllers.scaling import record_pending, scaling_status
-from slurmkube.kube.client import Kube
-from slurmkube.plan.conditions import compose, condition, metav1_conditions, timestamp
+from slurmkube.kube.client import Kube, Manifest
+from slurmkube.plan.conditions import (
+    compose,
+    condition,
+    metav1_conditions,
+    reconcile_failed,
+    timestamp,
+)
 from slurmkube.plan.model import Condition, Plan
-from slurmkube.plan.status import gpu_counts, node_counts, pod_condition_updates
+from slurmkube.plan.status import (
+    gpu_counts,
+    node_counts,
+    node_problems_status,
+    pod_condition_updates,
+)
 
 
 def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condition]) -> None:
@@ -36,6 +47,7 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         ),
         "nodes": node_counts(slurm_nodes, all_members, every_member),
         "gpus": gpu_counts(slurm_nodes, all_members),
+        "nodeProblems": node_problems_status(plan),
     }
     pending = record_pending(snap)
     if pending is not None:
@@ -59,6 +71,18 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         kube.event(cluster_obj, ready_condition.reason, ready_condition.message, warning=not ready)
     if snap.observed.slurm_nodes is not None:
         _mirror_pod_conditions(kube, meta["namespace"], snap)
+
+
+def write_failure(kube: Kube, cluster_obj: Manifest, error: BaseException) -> None:
+    """A reconcile raised: Reconciled and Ready false with the error, the rest as
+    it was (the queue retries with backoff)."""
+    meta = cluster_obj["metadata"]
+    previous = (cluster_obj.get("status") or {}).get("conditions") or []
+    now = timestamp(dt.datetime.now(dt.UTC))
+    conditions = reconcile_failed(previous, error, meta.get("generation"), now)
+    kube.patch_status(
+        API, "SlurmCluster", meta["name"], meta["namespace"], {"conditions": conditions}
+    )
 
 
 def _write_node_set_status(kube: Kube, snap: Snapshot, plan: Plan) -> None:

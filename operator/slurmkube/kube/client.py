@@ -170,6 +170,16 @@ class Kube:
                 content_type="application/merge-patch+json",
             )
 
+    def merge_patch_pod(self, namespace: str, name: str, patch: Manifest) -> None:
+        """A JSON merge patch of a Pod (its labels, say); a missing pod is left alone."""
+        with contextlib.suppress(NotFoundError):
+            self._resource("v1", "Pod").patch(
+                body=patch,
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )
+
     def patch_pod_conditions(
         self, namespace: str, name: str, conditions: Sequence[Manifest]
     ) -> None:

@@ -169,6 +169,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     drain += [n for n in reasons if n not in drain]
     return Plan(
         rendered=rendered,
+        config=config,
         generate_keys=not observed.has_keys,
         config_map=configured.config_map,
         objects=tuple(objects),

@@ -11,6 +11,7 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.build.names import Manifest
 from slurmkube.plan.autoscale import Scaling
+from slurmkube.render.config import SlurmConfig
 from slurmkube.render.files import RenderedConfig
 from slurmkube.render.membership import NodeProblem
 from slurmkube.render.slurmdbd import DatabaseCredentials
@@ -92,6 +93,9 @@ class Condition:
 @dataclass(frozen=True, slots=True)
 class Plan:
     rendered: RenderedConfig | None
+    # What `rendered` was made from: the controller keeps the config in force, so
+    # that the next reconcile may write a config early only when no line shrinks.
+    config: SlurmConfig | None = None
     # Generate the cluster's keys into its auth Secret (apply makes them, once).
     generate_keys: bool = False
     # The rendered config's ConfigMap (None with `rendered`), apart from `objects`:
