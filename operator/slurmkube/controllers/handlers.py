@@ -98,6 +98,9 @@ class _OperatorState:
     index: kopf.Index[str, NodeEntry] | None = None
     pods: kopf.Index[Key, PodView] | None = None
     clusters: dict[Key, _Cluster] = field(default_factory=dict)
+    # Condition types and taint keys node health rules read (controllers/health.py):
+    # a Node event changing one of them converts its index entry again.
+    health_keys: frozenset[str] = frozenset()
     nodes: _NodeMemory = field(default_factory=_NodeMemory)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -274,7 +277,7 @@ def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
     cache): kopf fills it from the initial list before any handler runs, and
     drops a deleted Node's entry. Converted again only when the Node changed
     what a conversion reads; heartbeats reuse the entry."""
-    fingerprint = node_fingerprint(body)
+    fingerprint = node_fingerprint(body, signal_keys=State.health_keys)
     cached = State.nodes.entries.get(name)
     if cached is None or cached[0] != fingerprint:
         cached = State.nodes.entries[name] = (fingerprint, node_entry(dict(body)))

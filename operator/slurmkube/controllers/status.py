@@ -14,7 +14,10 @@ from slurmkube.controllers.scaling import record_pending, scaling_status
 from slurmkube.kube.client import Kube
 from slurmkube.plan.cluster import Condition, Plan
 from slurmkube.plan.conditions import compose, condition, metav1_conditions, timestamp
+from slurmkube.plan.health_state import CIRCUIT_CONDITION
 from slurmkube.plan.status import gpu_counts, node_counts, pod_condition_updates
+
+HEALTH_CONDITIONS = frozenset({CIRCUIT_CONDITION})
 
 
 def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condition]) -> None:
@@ -26,14 +29,14 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     ready_condition = condition(conditions, "Ready")
     ready = ready_condition.status
     every_member = [n for nodes in plan.members.values() for n in nodes]
+    previous = (cluster_obj.get("status") or {}).get("conditions") or []
     status = {
         "observedGeneration": meta.get("generation"),
         "conditions": metav1_conditions(
-            (cluster_obj.get("status") or {}).get("conditions") or [],
-            conditions,
-            meta.get("generation"),
-            timestamp(dt.datetime.now(dt.UTC)),
-        ),
+            previous, conditions, meta.get("generation"), timestamp(dt.datetime.now(dt.UTC))
+        )
+        # Written by node health (controllers/health.py), kept as it is.
+        + [c for c in previous if c.get("type") in HEALTH_CONDITIONS],
         "nodes": node_counts(slurm_nodes, all_members, every_member),
         "gpus": gpu_counts(slurm_nodes, all_members),
     }
