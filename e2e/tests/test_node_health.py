@@ -125,7 +125,7 @@ def test_fatal_condition_drains_the_node_in_slurm_and_requeues_its_job(
     kube: Kube, cluster: str
 ) -> None:
     job = sbatch(cluster, "-w", "local-1", "--requeue", "--wrap", "sleep 600")
-    wait_job(cluster, job, {"RUNNING"})
+    wait_job(cluster, job, {"RUNNING"}, timeout=SLOW)
     set_condition(kube, "local-1", FATAL, "True")
     node = wait_slurm_node(cluster, "local-1", lambda n: "DRAIN" in flags(n))
     assert node["Reason"].startswith(f"slurmkube:health: fatal condition {FATAL} True")
@@ -155,7 +155,7 @@ def test_drain_rule_lets_the_running_job_finish_and_starts_no_new_one(
     kube: Kube, cluster: str
 ) -> None:
     job = sbatch(cluster, "-w", "local-2", "--wrap", "sleep 25")
-    wait_job(cluster, job, {"RUNNING"})
+    wait_job(cluster, job, {"RUNNING"}, timeout=SLOW)
     set_condition(kube, "local-2", DRAIN, "True")
     node = wait_slurm_node(cluster, "local-2", lambda n: "DRAIN" in flags(n))
     assert node["Reason"].startswith(f"slurmkube:health: drain condition {DRAIN} True")
@@ -176,22 +176,19 @@ def test_cleared_condition_runs_the_check_in_its_reservation_then_resumes(
     wait_for(kube, "v1", "Node", "local-3", tainted, timeout=SLOW)
     set_condition(kube, "local-3", FATAL, "False")
     # The check job: on local-3, inside the reservation only it may use, and it passes.
+    # Slurm clears a job's reservation once the reservation is deleted (the check's
+    # last step), so it is looked for while the check runs.
+    name = "JobName=slurmkube-check-local-3 "
+    reserved, completed = False, ""
     deadline = time.monotonic() + SLOW
-    check = ""
-    while not check and time.monotonic() < deadline:
-        jobs = in_ctld(cluster, "scontrol", "-o", "show", "job")
-        check = next(
-            (
-                line
-                for line in jobs.splitlines()
-                if "JobName=slurmkube-check-local-3 " in line and "JobState=COMPLETED" in line
-            ),
-            "",
-        )
-        time.sleep(1)
-    assert check, "no completed check job for local-3"
-    assert " NodeList=local-3 " in check
-    assert "Reservation=slurmkube-check-local-3 " in check
+    while not completed and time.monotonic() < deadline:
+        for line in in_ctld(cluster, "scontrol", "-o", "show", "job").splitlines():
+            if name in line:
+                reserved |= "Reservation=slurmkube-check-local-3" in line
+                completed = line if "JobState=COMPLETED" in line else completed
+    assert completed, "no completed check job for local-3"
+    assert " NodeList=local-3 " in completed
+    assert reserved, "the check job was never seen inside slurmkube-check-local-3"
     node = wait_slurm_node(cluster, "local-3", lambda n: not {"DRAIN", "RESERVED"} & flags(n))
     assert "IDLE" in flags(node)
     assert not node.get("Reason")
