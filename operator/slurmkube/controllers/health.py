@@ -230,9 +230,11 @@ def reconcile_health(kube: Kube, key: Key, nodes: Mapping[str, NodeEntry]) -> fl
     )
     applied = apply_health(target, plan)
     after = HealthRecord(plan.memory, next_checks(record.checks, plan, applied.submitted))
-    text = record_text(after)
     kept = annotations.get(wk.ANNOTATION_HEALTH)
-    if text != kept and not (kept is None and text == record_text(HealthRecord())):
+    # An empty record of a cluster without rules goes, and with it the cluster's key.
+    empty = not (after.memory or after.checks)
+    text = None if empty and not spec.rules else record_text(after)
+    if text != kept and not (kept is None and empty):
         kube.annotate(wk.API_VERSION, "SlurmCluster", name, namespace, {wk.ANNOTATION_HEALTH: text})
     opened = _write_status(kube, obj, plan, observed.gpus)
     for event in health_events(plan, applied.done, circuit_opened=opened):

@@ -26,6 +26,7 @@ from slurmkube.api.grammar import InvalidValue
 from slurmkube.kube.client import Kube
 from slurmkube.plan.health_model import ActionKind, HealthAction, HealthPlan
 from slurmkube.plan.health_state import with_health_taint
+from slurmkube.slurm.arguments import reservation_name
 from slurmkube.slurm.errors import SlurmError, SlurmNotFound, SlurmRejected
 from slurmkube.slurm.models import (
     JobSubmission,
@@ -39,13 +40,17 @@ from slurmkube.slurm.rest import RestClient
 log = logging.getLogger(__name__)
 
 # The active check: Slurm placed it on the node alone, inside the node's
-# reservation, with every GPU Slurm counts there; slurmd had to start it and
-# bind them. Where the driver is installed, every GPU must answer too.
+# reservation (it fails anywhere else: slurmd sets SLURM_JOB_RESERVATION for a
+# job in one, sbatch(1) OUTPUT ENVIRONMENT VARIABLES), with every GPU Slurm
+# counts there; slurmd had to start it and bind them. Where the driver is
+# installed, every GPU must answer too. `{reservation}` passed
+# arguments.reservation_name: [A-Za-z0-9_.-] only, safe in single quotes.
 CHECK_SCRIPT: Final = """#!/bin/sh
 # slurmkube node health: active check
 set -eu
+[ "${{SLURM_JOB_RESERVATION:-}}" = '{reservation}' ]
 hostname
-if [ -n "${SLURM_JOB_GPUS:-}" ] && command -v nvidia-smi >/dev/null 2>&1; then
+if [ -n "${{SLURM_JOB_GPUS:-}}" ] && command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi -L
 fi
 """
@@ -81,7 +86,7 @@ def check_job(action: HealthAction, node: Node | None, timeout_seconds: int) -> 
         name=action.reservation,
         node=action.node,
         reservation=action.reservation,
-        script=CHECK_SCRIPT,
+        script=CHECK_SCRIPT.format(reservation=reservation_name(action.reservation)),
         time_limit_minutes=min(max(-(-timeout_seconds // 60), 1), 1440),
         gpus=node.gpus if node is not None else 0,
         partitions=node.partitions if node is not None else (),
