@@ -98,8 +98,7 @@ class _OperatorState:
     index: kopf.Index[str, NodeEntry] | None = None
     pods: kopf.Index[Key, PodView] | None = None
     clusters: dict[Key, _Cluster] = field(default_factory=dict)
-    # Condition types and taint keys node health rules read (controllers/health.py):
-    # a Node event changing one of them converts its index entry again.
+    # What health rules read (controllers/health.py): a change converts a Node again.
     health_keys: frozenset[str] = frozenset()
     nodes: _NodeMemory = field(default_factory=_NodeMemory)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
