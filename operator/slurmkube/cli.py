@@ -210,8 +210,10 @@ def _operator(args: argparse.Namespace) -> int:
 
     import kopf
 
-    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check.
+    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check,
+    # node health.
     import slurmkube.controllers.handlers
+    import slurmkube.controllers.health
     import slurmkube.controllers.lending
     from slurmkube import metrics
     from slurmkube.controllers import failpoints

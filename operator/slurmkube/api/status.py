@@ -57,6 +57,47 @@ class NodeProblem(LenientModel):
     message: str
 
 
+class HealthNodeStatus(LenientModel):
+    """A node node health has out of service (controllers/health.py)."""
+
+    name: str
+    verdict: Literal["sick", "held", "checking"]
+    severity: str | None = None
+    causes: list[str] = Field(default_factory=list)
+    waiting: bool = False
+    """Sick, but the circuit breaker holds its actions back."""
+
+
+class HealthDomainStatus(LenientModel):
+    """An NVLink domain with at least `rackEscalation.domainSickShare` of its nodes out."""
+
+    domain: str
+    out: int = 0
+    size: int = 0
+    reason: str = ""
+
+
+class HealthCircuitStatus(LenientModel):
+    open: bool = False
+    acted: int = 0
+    """Nodes health began acting on within the breaker's window."""
+    allowed: int = 0
+
+
+class HealthStatus(LenientModel):
+    """Node health (`spec.health`): counts by verdict, healthy GPU capacity, the circuit
+    breaker, escalated domains, and up to 100 nodes that are not healthy."""
+
+    sick: int = 0
+    held: int = 0
+    checking: int = 0
+    waiting: int = 0
+    healthy_gpus: int = Field(0, alias="healthyGpus")
+    circuit: HealthCircuitStatus = Field(default_factory=HealthCircuitStatus)
+    domains: list[HealthDomainStatus] = Field(default_factory=list)
+    nodes: list[HealthNodeStatus] = Field(default_factory=list)
+
+
 class SlurmClusterStatus(LenientModel):
     observed_generation: int | None = Field(None, alias="observedGeneration")
     conditions: list[Condition] = Field(default_factory=list)
@@ -70,6 +111,7 @@ class SlurmClusterStatus(LenientModel):
         default_factory=list, alias="nodeProblems", max_length=1000
     )
     """Nodes the config leaves out or holds (the first 1000; NodesValid counts them all)."""
+    health: HealthStatus | None = None
 
 
 class AutoscalingStatus(LenientModel):

@@ -52,6 +52,9 @@ HEALTH_REASON_PREFIX: Final = f"{DRAIN_REASON_PREFIX}health:"
 TAINT_UNHEALTHY: Final = f"{GROUP}/unhealthy"
 # Reservations for a node's active check are named this prefix + the node.
 CHECK_RESERVATION_PREFIX: Final = "slurmkube-check-"
+# On a SlurmCluster: the health controller's record (first-sick times, failures,
+# running checks), so an operator restart forgets no hold or check.
+ANNOTATION_HEALTH: Final = f"{GROUP}/health"
 
 
 def is_health_drain(reason: str) -> bool:

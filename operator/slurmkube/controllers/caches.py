@@ -33,6 +33,9 @@ class _Caches:
     workloads: kopf.Index[str, Manifest] | None = None
     # Per Node: the entry and the fingerprint it was converted from (heartbeats reuse it).
     entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
+    # The condition types and taint keys health rules read (controllers/health.py):
+    # a change of one converts a Node again.
+    health_keys: frozenset[str] = frozenset()
 
 
 CACHES = _Caches()
@@ -59,7 +62,7 @@ def ready() -> bool:
 def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
     """Every Node as a reconcile reads it; converted again only when the Node
     changed what a conversion reads."""
-    fingerprint = node_fingerprint(body)
+    fingerprint = node_fingerprint(body, signal_keys=CACHES.health_keys)
     cached = CACHES.entries.get(name)
     if cached is None or cached[0] != fingerprint:
         cached = CACHES.entries[name] = (fingerprint, node_entry(dict(body)))

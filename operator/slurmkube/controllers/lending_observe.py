@@ -184,6 +184,7 @@ def observe_nodes(
                     responding=bool(s and s.responding),
                     drain=bool(s and s.drain),
                     drained_by_us=bool(s and s.drained_by_us),
+                    health_drain=bool(s and s.drain and wk.is_health_drain(s.reason)),
                 ),
                 lease=labels.get(wk.LABEL_LEASE, ""),
                 has_slurmd_pod=name in with_pod,

@@ -42,12 +42,15 @@ def _fleet_node_or_none(raw: Manifest) -> FleetNode | None:
 class NodeEntry:
     """What a cluster reconcile and a bridge round read of one Kubernetes Node: the
     node as the fleet model sees it (None: unusable labels or resources), why it
-    may not run slurmd (None: it may), whether it is cordoned, and its labels."""
+    may not run slurmd (None: it may), whether it is cordoned, its labels, and the
+    conditions (type, status) and taints (key, value, effect) node health reads."""
 
     fleet: FleetNode | None
     unavailable: str | None
     cordoned: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
+    conditions: tuple[tuple[str, str], ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()
 
 
 def node_entry(raw: Manifest) -> NodeEntry:
@@ -60,7 +63,15 @@ def node_entry(raw: Manifest) -> NodeEntry:
         unavailable = f"lent to Kueue workload {labels[wk.LABEL_LEASE]}"
     elif cordoned:
         unavailable = "cordoned"
-    return NodeEntry(node, unavailable, cordoned, dict(labels))
+    conditions = tuple(
+        (str(c.get("type", "")), str(c.get("status", "")))
+        for c in (raw.get("status") or {}).get("conditions") or []
+    )
+    taints = tuple(
+        (str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+        for t in (raw.get("spec") or {}).get("taints") or []
+    )
+    return NodeEntry(node, unavailable, cordoned, dict(labels), conditions, taints)
 
 
 def slurm_view(node: Node) -> SlurmNodeView:

@@ -19,6 +19,7 @@ from slurmkube.plan.conditions import (
     reconcile_failed,
     timestamp,
 )
+from slurmkube.plan.health_state import CIRCUIT_CONDITION
 from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.status import (
     gpu_counts,
@@ -26,6 +27,8 @@ from slurmkube.plan.status import (
     node_problems_status,
     pod_condition_updates,
 )
+
+HEALTH_CONDITIONS = frozenset({CIRCUIT_CONDITION})
 
 
 def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condition]) -> None:
@@ -37,14 +40,14 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     ready_condition = condition(conditions, "Ready")
     ready = ready_condition.status
     every_member = [n for nodes in plan.members.values() for n in nodes]
+    previous = (cluster_obj.get("status") or {}).get("conditions") or []
     status = {
         "observedGeneration": meta.get("generation"),
         "conditions": metav1_conditions(
-            (cluster_obj.get("status") or {}).get("conditions") or [],
-            conditions,
-            meta.get("generation"),
-            timestamp(dt.datetime.now(dt.UTC)),
-        ),
+            previous, conditions, meta.get("generation"), timestamp(dt.datetime.now(dt.UTC))
+        )
+        # Written by node health (controllers/health.py), kept as it is.
+        + [c for c in previous if c.get("type") in HEALTH_CONDITIONS],
         "nodes": node_counts(slurm_nodes, all_members, every_member),
         "gpus": gpu_counts(slurm_nodes, all_members),
         "nodeProblems": node_problems_status(plan),

@@ -159,6 +159,34 @@ class Kube:
                 content_type="application/merge-patch+json",
             )
 
+    def set_node_taints(self, name: str, taints: Sequence[Manifest], resource_version: str) -> bool:
+        """Replace a Node's taints, only if it is still at `resource_version`: the list
+        is one value to the API server (no merge key), so a taint another writer
+        added since the read must not be lost. False: changed or gone since."""
+        try:
+            self._resource("v1", "Node").patch(
+                body={
+                    "metadata": {"resourceVersion": resource_version},
+                    "spec": {"taints": list(taints)},
+                },
+                name=name,
+                content_type="application/merge-patch+json",
+            )
+        except (ConflictError, NotFoundError):
+            return False
+        return True
+
+    def annotate(
+        self, api_version: str, kind: str, name: str, namespace: str | None, annotations: Manifest
+    ) -> None:
+        """Set annotations of any object (merge patch; a None value removes one)."""
+        self._resource(api_version, kind).patch(
+            body={"metadata": {"annotations": annotations}},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )
+
     def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
         """Set one annotation of a Pod (merge patch); a missing pod is left alone.
         The same value again is a no-op for the API server: no new resourceVersion."""

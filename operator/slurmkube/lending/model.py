@@ -236,17 +236,19 @@ def fold_slurm_state(
     responding: bool,
     drain: bool,
     drained_by_us: bool,
+    health_drain: bool = False,
 ) -> SlurmState:
     """One node's Slurm state, as lending needs it.
 
     A node running a job is BUSY whatever else is true: it is never lent before
     the job ends. Without a slurmd pod, Slurm runs nothing there and the node is
     Kubernetes' (ABSENT) unless an admin drained it. With a pod, an admin's
-    drain or a down node is DOWN; our own drain (the pod is leaving) is IDLE.
+    drain or a down node is DOWN; our own drain (the pod is leaving) is IDLE,
+    except a health drain (`slurmkube:health:`): a sick node is never lent.
     """
     if busy:
         return SlurmState.BUSY
-    if drain and not drained_by_us:
+    if drain and (not drained_by_us or health_drain):
         return SlurmState.DOWN
     if not has_slurmd_pod:
         return SlurmState.ABSENT

@@ -154,6 +154,34 @@ RESUME_FAILURES = Counter(
 )
 
 
+HEALTH_NODES = Gauge(
+    "slurmkube_health_nodes",
+    "Nodes node health has out of service, by verdict (sick, held, checking, waiting:"
+    " sick but held back by the circuit breaker).",
+    ["namespace", "cluster", "verdict"],
+    registry=REGISTRY,
+)
+HEALTHY_GPUS = Gauge(
+    "slurmkube_healthy_gpus",
+    "GPUs of the cluster's nodes node health finds healthy.",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+HEALTH_CHECKS = Counter(
+    "slurmkube_health_checks_total",
+    "Active checks that ended, by result (passed, failed: the job failed or timed out).",
+    ["namespace", "cluster", "result"],
+    registry=REGISTRY,
+)
+HEALTH_ACTIONS = Counter(
+    "slurmkube_health_actions_total",
+    "Node health actions applied (drain, requeue, taint, untaint, reserve, resume,"
+    " run-check, release).",
+    ["namespace", "cluster", "action"],
+    registry=REGISTRY,
+)
+
+
 def serve(port: int) -> None:
     """/metrics on all interfaces of the pod (0: no metrics server)."""
     if port:

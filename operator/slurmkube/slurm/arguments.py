@@ -14,13 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from slurmkube.api import grammar
 from slurmkube.api import well_known as wk
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.well_known import DRAIN_REASON_PREFIX
 from slurmkube.slurm.models import (
+    JobSubmission,
     NodeStateChange,
     ReservationFlag,
     ReservationRequest,
@@ -220,3 +221,34 @@ def update_features_argv(
         f"AvailableFeatures={listed}",
         f"ActiveFeatures={acting}",
     ]
+
+
+def submission(job: JobSubmission) -> dict[str, Any]:
+    """slurmrestd's job_desc_msg (data_parser v0.0.40+) for `job`, every value checked:
+    one node (`required_nodes`, min = max = 1) inside the reservation, output to
+    /dev/null (a check's verdict is its exit code), never requeued."""
+    if not 0 < job.time_limit_minutes <= 1440:
+        raise InvalidValue("time limit", str(job.time_limit_minutes), "1-1440 minutes")
+    if job.gpus < 0:
+        raise InvalidValue("gpus", str(job.gpus), "0 or more")
+    desc: dict[str, Any] = {
+        "name": reservation_name(job.name, "job name"),
+        "script": job.script,
+        "reservation": reservation_name(job.reservation),
+        "required_nodes": [grammar.hostname(job.node, "node")],
+        "minimum_nodes": 1,
+        "maximum_nodes": 1,
+        "current_working_directory": "/tmp",
+        "environment": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+        "standard_output": "/dev/null",
+        "standard_error": "/dev/null",
+        "time_limit": {"set": True, "infinite": False, "number": job.time_limit_minutes},
+        "requeue": False,
+    }
+    if job.gpus:
+        desc["tres_per_node"] = f"gres/gpu:{job.gpus}"
+    if job.partitions:
+        desc["partition"] = ",".join(
+            grammar.partition_name(p, f"partitions[{i}]") for i, p in enumerate(job.partitions)
+        )
+    return desc

@@ -17,6 +17,7 @@ from slurmkube.api.well_known import is_ours
 __all__ = [
     "ControllerPing",
     "Job",
+    "JobSubmission",
     "Node",
     "NodeStateChange",
     "Reservation",
@@ -240,3 +241,17 @@ class ReservationUpdate:
     accounts: tuple[str, ...] | None = None
     start: datetime | None = None
     duration: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSubmission:
+    """A batch job pinned to one node inside a reservation (sbatch(1) --nodelist,
+    --reservation): what the health controller's active check submits."""
+
+    name: str
+    node: str
+    reservation: str
+    script: str
+    time_limit_minutes: int = 5
+    gpus: int = 0  # --gres=gpu:N on the node; 0: none asked
+    partitions: tuple[str, ...] = ()  # empty: the cluster's default partition

@@ -44,6 +44,7 @@ from slurmkube.slurm.errors import (
 from slurmkube.slurm.models import (
     ControllerPing,
     Job,
+    JobSubmission,
     Node,
     NodeList,
     NodeStateChange,
@@ -118,6 +119,7 @@ class RestClient:
         else:
             assert jwt_key_file is not None
             self._token = JwtMinter.from_file(jwt_key_file, user)
+        self._user = user
         self._reservations = reservations
         self._data_parser = data_parser
         self._version_lock = threading.Lock()
@@ -135,6 +137,11 @@ class RestClient:
         self._last_nodes: NodeList | None = None
         # Every job slurmctld listed last, and its time of that list (0: none yet).
         self._last_jobs: tuple[int, tuple[Job, ...]] = (0, ())
+
+    @property
+    def user(self) -> str:
+        """Whom minted tokens name: the owner of jobs this client submits."""
+        return self._user
 
     @property
     def url(self) -> str:
@@ -315,6 +322,15 @@ class RestClient:
         # 24.11's slurmrestd (v0.0.40-v0.0.42) has no requeue: jobs can be signalled,
         # updated or cancelled only.
         self._writer("requeue jobs").requeue_job(job_id)
+
+    def submit_job(self, job: JobSubmission) -> int:
+        """Submit a batch job (POST /job/submit, v0.0.40+); returns its id."""
+        operation = f"submit job {job.name}"
+        doc = self._slurm("POST", "/job/submit", operation, {"job": arguments.submission(job)})
+        submitted = doc.get("job_id")
+        if not isinstance(submitted, int):
+            raise SlurmError("slurmrestd returned no job_id", operation=operation)
+        return submitted
 
     # --- reservations ---
     def list_reservations(self) -> tuple[Reservation, ...]:

@@ -182,7 +182,34 @@ def config_label_keys(bundle: ClusterBundle) -> frozenset[str]:
     return frozenset(keys)
 
 
-def node_fingerprint(raw: Mapping[str, Any], label_keys: Collection[str] | None = None) -> int:
+def node_signals(raw: Mapping[str, Any], signal_keys: Collection[str]) -> tuple[object, ...]:
+    """The Node's conditions whose type, and taints whose key, is in `signal_keys`
+    (what node health rules read), without their timestamps."""
+    if not signal_keys:
+        return ()
+    conditions = (raw.get("status") or {}).get("conditions") or []
+    taints = (raw.get("spec") or {}).get("taints") or []
+    return (
+        tuple(
+            sorted(
+                (c.get("type"), c.get("status")) for c in conditions if c.get("type") in signal_keys
+            )
+        ),
+        tuple(
+            sorted(
+                (t.get("key"), t.get("value") or "", t.get("effect"))
+                for t in taints
+                if t.get("key") in signal_keys
+            )
+        ),
+    )
+
+
+def node_fingerprint(
+    raw: Mapping[str, Any],
+    label_keys: Collection[str] | None = None,
+    signal_keys: Collection[str] = (),
+) -> int:
     """A digest of what the reconcile reads from a Node object: the labels in
     `label_keys` (all labels when None), schedulability, resources and readiness.
 
@@ -190,7 +217,9 @@ def node_fingerprint(raw: Mapping[str, Any], label_keys: Collection[str] | None 
     (condition timestamps, resourceVersion), and label daemons rewrite labels no
     config reads. Those events leave this digest alone, so the Node watcher
     marks clusters dirty only for changes that can move a node between
-    NodeSets, blocks or switches.
+    NodeSets, blocks or switches. `signal_keys` adds the conditions and taints
+    node health rules read (`node_signals`); a condition's heartbeat does not
+    change its status, so it still changes nothing.
     """
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
@@ -209,6 +238,7 @@ def node_fingerprint(raw: Mapping[str, Any], label_keys: Collection[str] | None 
             tuple(sorted((status.get("allocatable") or {}).items())),
             tuple(sorted((status.get("capacity") or {}).items())),
             ready,
+            node_signals(raw, signal_keys),
         )
     )
 

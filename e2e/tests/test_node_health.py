@@ -1,0 +1,197 @@
+"""Node health on the local runtime's real slurmd: a Node condition a `spec.health`
+rule reads drains the node in Slurm with an owned reason (requeueing its job when
+the rule is fatal, letting it finish when not) and taints it; once the condition
+clears, the active check runs on the node inside its own reservation before the
+node is resumed, and an admin's drain elsewhere is never touched.
+
+Conditions are set the way a node monitor sets them: a strategic merge on the
+Node's status, so the runtime agent's own conditions (Ready) stay.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client import CoreV1Api
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator_cluster import API, docs, in_ctld, job_state, ready_cluster, wait_job
+from slurmkube_e2e.waiting import wait_for, wait_gone
+
+pytestmark = pytest.mark.e2e
+FATAL = "E2eGpuXidError"
+DRAIN = "E2eNvlinkDown"
+TAINT = "slurmkube.io/unhealthy"
+HEALTH = {
+    "rules": [
+        {"condition": {"type": FATAL}, "severity": "fatal"},
+        {"condition": {"type": DRAIN}, "severity": "drain"},
+    ],
+    # Three of eight nodes turn sick in this module: let the breaker act on all.
+    "circuitBreaker": {"maxSickShare": 1},
+    "recovery": {"checkTimeoutSeconds": 300, "checkIntervalSeconds": 0},
+}
+# A loaded 2-core machine: generous, never a timing assertion.
+SLOW = 180
+
+
+@pytest.fixture(scope="module")
+def cluster(kube: Kube, operator: None) -> Iterator[str]:
+    namespace = f"e2e-node-health-{secrets.token_hex(2)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    nodes = ("local-1", "local-2", "local-3")
+    try:
+        cluster_doc, node_set = docs(namespace)
+        cluster_doc["spec"]["health"] = HEALTH
+        for doc in (cluster_doc, node_set):
+            kube.apply(doc)
+        ready_cluster(kube, namespace)
+        yield namespace
+    finally:
+        for node in nodes:
+            set_condition(kube, node, FATAL, "False")
+            set_condition(kube, node, DRAIN, "False")
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        for node in nodes:
+            untaint(kube, node)
+
+
+def set_condition(kube: Kube, node: str, kind: str, status: str) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {
+        "type": kind,
+        "status": status,
+        "reason": "E2eMonitor",
+        "message": "set by the node health e2e test",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    CoreV1Api(kube.api_client).patch_node_status(node, {"status": {"conditions": [condition]}})
+
+
+def untaint(kube: Kube, node: str) -> None:
+    """The module's nodes leave without our taint even if a test failed midway."""
+    raw = kube.get("v1", "Node", node)
+    if raw is None:
+        return
+    taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT]
+    kube.patch("v1", "Node", node, {"spec": {"taints": taints or None}})
+
+
+def slurm_node(namespace: str, node: str) -> dict[str, str]:
+    out = in_ctld(namespace, "scontrol", "-o", "show", "node", node)
+    return dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", out))
+
+
+def wait_slurm_node(
+    namespace: str, node: str, wanted: Any, timeout: float = SLOW
+) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    found: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        found = slurm_node(namespace, node)
+        if wanted(found):
+            return found
+        time.sleep(1)
+    raise AssertionError(f"node {node}: {found.get('State')} {found.get('Reason')!r}")
+
+
+def flags(node: dict[str, str]) -> set[str]:
+    """scontrol's State=IDLE+DRAIN+... as a set."""
+    return set(node.get("State", "").split("+"))
+
+
+def tainted(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == TAINT for t in (node.get("spec") or {}).get("taints") or [])
+
+
+def sbatch(namespace: str, *argv: str) -> str:
+    return in_ctld(namespace, "sbatch", "--parsable", "-N1", *argv).strip()
+
+
+def job_field(namespace: str, job: str, key: str) -> str:
+    found = re.search(rf"\b{key}=(\S*)", in_ctld(namespace, "scontrol", "-o", "show", "job", job))
+    return found.group(1) if found else ""
+
+
+def test_fatal_condition_drains_the_node_in_slurm_and_requeues_its_job(
+    kube: Kube, cluster: str
+) -> None:
+    job = sbatch(cluster, "-w", "local-1", "--requeue", "--wrap", "sleep 600")
+    wait_job(cluster, job, {"RUNNING"}, timeout=SLOW)
+    set_condition(kube, "local-1", FATAL, "True")
+    node = wait_slurm_node(cluster, "local-1", lambda n: "DRAIN" in flags(n))
+    assert node["Reason"].startswith(f"slurmkube:health: fatal condition {FATAL} True")
+    # Requeued: the same job, pending again, and pinned to a drained node it stays so.
+    deadline = time.monotonic() + SLOW
+    while job_field(cluster, job, "Restarts") in ("", "0") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert job_field(cluster, job, "Restarts") != "0"
+    assert job_state(cluster, job)[0] in {"PENDING", "REQUEUED", "REQUEUE_HOLD"}
+    wait_for(kube, "v1", "Node", "local-1", tainted, timeout=SLOW)
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "local",
+        lambda o: any(
+            n["name"] == "local-1" and n["verdict"] == "sick"
+            for n in ((o.get("status") or {}).get("health") or {}).get("nodes") or []
+        ),
+        namespace=cluster,
+        timeout=SLOW,
+    )
+    in_ctld(cluster, "scancel", job)
+
+
+def test_drain_rule_lets_the_running_job_finish_and_starts_no_new_one(
+    kube: Kube, cluster: str
+) -> None:
+    job = sbatch(cluster, "-w", "local-2", "--wrap", "sleep 25")
+    wait_job(cluster, job, {"RUNNING"}, timeout=SLOW)
+    set_condition(kube, "local-2", DRAIN, "True")
+    node = wait_slurm_node(cluster, "local-2", lambda n: "DRAIN" in flags(n))
+    assert node["Reason"].startswith(f"slurmkube:health: drain condition {DRAIN} True")
+    wait_job(cluster, job, {"COMPLETED"}, timeout=SLOW)
+    assert job_field(cluster, job, "Restarts") == "0"
+    late = sbatch(cluster, "-w", "local-2", "--wrap", "true")
+    time.sleep(5)
+    assert job_state(cluster, late)[0] == "PENDING"
+    in_ctld(cluster, "scancel", late)
+
+
+def test_cleared_condition_runs_the_check_in_its_reservation_then_resumes(
+    kube: Kube, cluster: str
+) -> None:
+    in_ctld(cluster, "scontrol", "update", "NodeName=local-0", "State=DRAIN", "Reason=admin RMA")
+    set_condition(kube, "local-3", FATAL, "True")
+    wait_slurm_node(cluster, "local-3", lambda n: "DRAIN" in flags(n))
+    wait_for(kube, "v1", "Node", "local-3", tainted, timeout=SLOW)
+    set_condition(kube, "local-3", FATAL, "False")
+    # The check job ran on local-3 and passed: it fails outside its reservation
+    # (SLURM_JOB_RESERVATION), which Slurm clears from the job once deleted.
+    name = "JobName=slurmkube-check-local-3 "
+    completed = ""
+    deadline = time.monotonic() + SLOW
+    while not completed and time.monotonic() < deadline:
+        jobs = in_ctld(cluster, "scontrol", "-o", "show", "job").splitlines()
+        completed = next((j for j in jobs if name in j and "JobState=COMPLETED" in j), "")
+        time.sleep(1)
+    assert completed, "no completed check job for local-3"
+    assert " NodeList=local-3 " in completed
+    node = wait_slurm_node(cluster, "local-3", lambda n: not {"DRAIN", "RESERVED"} & flags(n))
+    assert "IDLE" in flags(node)
+    assert not node.get("Reason")
+    wait_for(kube, "v1", "Node", "local-3", lambda n: not tainted(n), timeout=SLOW)
+    # The admin's drain is theirs: never resumed, its reason as written.
+    admin = slurm_node(cluster, "local-0")
+    assert "DRAIN" in flags(admin)
+    assert admin["Reason"].startswith("admin RMA")
+    in_ctld(cluster, "scontrol", "update", "NodeName=local-0", "State=RESUME")
