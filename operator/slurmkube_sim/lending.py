@@ -1,0 +1,134 @@
+"""Kueue-like admission and the bridge: pods admitted by fair share, nodes lent to them.
+
+A pod that fits no Kubernetes node gets a node lent by the bridge, chosen by
+`slurmkube.placement.place` on a live snapshot (see `engine`'s docstring).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from slurmkube.goodput import NodeTransferBegan, NodeTransferEnded, Side
+from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, place
+from slurmkube_sim.pods import PodSide
+from slurmkube_sim.state import BUSY, DRAINING, HANDOVER, IDLE, KUBE, LENDING
+
+
+class LendingSide(PodSide):
+    def _kube_pass(self) -> None:
+        self.kube_dirty = False
+        blocked: set[str] = set()
+        queues, used, weight = self.queues, self.team_used, self.team_weight
+        while True:
+            best: str | None = None
+            best_ratio = math.inf
+            for team, queue in queues.items():
+                if queue and team not in blocked:
+                    ratio = used[team] / weight.get(team, 1e-9)
+                    if ratio < best_ratio:
+                        best, best_ratio = team, ratio
+            if best is None:
+                return
+            j = queues[best][0]
+            if not self._admit_pod(j):
+                blocked.add(best)
+                continue
+            queues[best].popleft()
+
+    def _admit_pod(self, j: int) -> bool:
+        job = self.jobs[j]
+        need = job.gpus_per_member
+        if self.kube_admitted + need > self.kube_capacity:
+            return False
+        node = self._best_fit(need)
+        if node is not None:
+            self._place_pod(j, node)
+        else:
+            node = next((n for n, s in self.spare.items() if s >= need), None)
+            if node is None:
+                node = self._lend(j)
+                if node is None:
+                    return False
+            self.spare[node] -= need
+            self.bound.setdefault(node, []).append(j)
+        self.kube_admitted += need
+        self.team_used[job.team] = self.team_used.get(job.team, 0) + need
+        return True
+
+    def _lend(self, j: int) -> int | None:
+        sharing = self.sharing
+        if sharing is None or self.snapshot is None or self.kube_nodes >= self.max_kube_nodes:
+            return None
+        job = self.jobs[j]
+        started = time.perf_counter()
+        if self.snapshot_dirty:
+            self.snapshot = self.snapshot.with_nodes(
+                self._placement_node(n) for n in self.snapshot_dirty
+            )
+            self.snapshot_dirty.clear()
+        request = GangRequest(
+            name=job.name,
+            nodes=1,
+            gpus_per_node=job.gpus_per_member,
+            block_policy=BlockPolicy.MIN_BLOCKS,
+            allow_busy=sharing.wait_for_idle,
+        )
+        decision = place(self.snapshot, request)
+        self.lend_ms.append((time.perf_counter() - started) * 1000.0)
+        if not decision.placed:
+            return None
+        n = self.index[decision.nodes[0]]
+        self.lends += 1
+        self.kube_nodes += 1
+        self.snapshot_dirty.add(n)
+        self.ledger.observe(NodeTransferBegan(self.now, self.names[n], Side.KUBERNETES))
+        if self.state[n] == IDLE:
+            self._make_unavailable(n)
+            self.state[n] = LENDING
+            self._push(self.now + sharing.drain_s + sharing.pod_start_s, HANDOVER, n, 0)
+        else:  # busy: reserved now, handed over when its job ends (WaitForIdle)
+            self.state[n] = DRAINING
+            self.releases[self.job_on[n]][self.block[n]] -= 1
+        self.spare[n] = self.g
+        self.planned.discard(n)
+        return n
+
+    def _placement_node(self, n: int) -> Node:
+        s = self.state[n]
+        if s == IDLE:
+            state = NodeState.UNAVAILABLE if n in self.planned else NodeState.IDLE
+        elif s == BUSY:
+            state = NodeState.BUSY
+        elif s == KUBE:
+            state = NodeState.FREE if self.kube_used[n] == 0 else NodeState.LENT
+        elif s in (DRAINING, LENDING):
+            state = NodeState.LENT
+        else:
+            state = NodeState.UNAVAILABLE
+        j = self.job_on[n]
+        b = self.block[n]
+        return Node(
+            name=self.names[n],
+            block=self.block_names[b],
+            gpus=self.g,
+            state=state,
+            tier_path=self.tier_paths[b],
+            busy_priority=self.jobs[j].priority if j >= 0 else 0,
+            busy_until=self.est_end[j] if j >= 0 else 0.0,
+        )
+
+    def _handover(self, n: int, _epoch: int) -> None:
+        if self.state[n] != LENDING:
+            return  # failed while in flight
+        self.state[n] = KUBE
+        self.snapshot_dirty.add(n)
+        self.ledger.observe(NodeTransferEnded(self.now, self.names[n], Side.KUBERNETES))
+        self.spare.pop(n, None)
+        self.kube_used[n] = 0
+        self.free_bucket[self.g].add(n)
+        for j in self.bound.pop(n, []):
+            self._place_pod(j, n)
+        if self.kube_used[n] == 0 and self.sharing is not None:
+            self._make_available(n, kube=True)
+        self.kube_dirty = True
