@@ -44,10 +44,12 @@ class FailureSide(LendingSide):
         self.free_bucket[self.g - self.kube_used[n]].discard(n)
         self.spare.pop(n, None)
         if s in (KUBE, LENDING, DRAINING):
-            self.kube_nodes -= 1
+            self._own(n, -1)
         if s in (LENDING, DRAINING):
             self.ledger.observe(NodeTransferEnded(self.now, self.names[n], Side.KUBERNETES))
         self.state[n] = DOWN
+        self.down_in_block[self.block[n]] += 1
+        self.cordoned.discard(n)
         self.kube_used[n] = 0
         self.planned.discard(n)
         self.snapshot_dirty.add(n)
@@ -62,10 +64,11 @@ class FailureSide(LendingSide):
         self.ledger.observe(NodeTransferBegan(self.now, name, owner))
         self.ledger.observe(NodeTransferEnded(self.now, name, owner))
         self.ledger.observe(NodeHealthChanged(self.now, name, Health.UP))
+        self.down_in_block[self.block[n]] -= 1
         if home_kube:
             self.state[n] = KUBE
             self.free_bucket[self.g].add(n)
-            self.kube_nodes += 1
+            self._own(n, 1)
         else:
             self.state[n] = IDLE
             self._make_available(n, kube=False)

@@ -11,6 +11,13 @@ import time
 
 from slurmkube.goodput import NodeTransferBegan, NodeTransferEnded, Side
 from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, place
+from slurmkube.plan.lending_policy import (
+    BlockView,
+    Demand,
+    LendingPolicy,
+    choose_lends,
+    reclaim,
+)
 from slurmkube_sim.pods import PodSide
 from slurmkube_sim.state import BUSY, DRAINING, HANDOVER, IDLE, KUBE, LENDING
 
@@ -29,6 +36,8 @@ class LendingSide(PodSide):
                     if ratio < best_ratio:
                         best, best_ratio = team, ratio
             if best is None:
+                if self.cordoned and not self.pending:
+                    self.cordoned = set()  # Slurm waits for nothing: lent nodes stay
                 return
             j = queues[best][0]
             if not self._admit_pod(j):
@@ -58,7 +67,79 @@ class LendingSide(PodSide):
 
     def _lend(self, j: int) -> int | None:
         sharing = self.sharing
-        if sharing is None or self.snapshot is None or self.kube_nodes >= self.max_kube_nodes:
+        if sharing is None or self.kube_nodes >= self.max_kube_nodes:
+            return None
+        if sharing.lending is not None:
+            return self._lend_by_policy(sharing.lending)
+        return self._lend_by_placement(j)
+
+    def _lend_by_policy(self, policy: LendingPolicy) -> int | None:
+        started = time.perf_counter()
+        takes = choose_lends(self._block_views(policy), 1, self._demand(policy), policy)
+        self.lend_ms.append((time.perf_counter() - started) * 1000.0)
+        if not takes:
+            return None
+        b = self.block_index[takes[0][0]]
+        n = min(self.avail_idle[b] - self.planned)
+        self._begin_lend(n)
+        return n
+
+    def _block_views(self, policy: LendingPolicy) -> list[BlockView]:
+        held = [0] * self.n_blocks
+        for n in self.planned:
+            if n in self.avail_idle[self.block[n]]:
+                held[self.block[n]] += 1
+        soon = [0] * self.n_blocks
+        until = self.now + policy.horizon_s
+        for est_end, j in self.running_by_end:
+            if est_end > until:
+                break
+            for b, count in self.releases[j].items():
+                soon[b] += count
+        views = []
+        for b in range(self.n_blocks):
+            idle = len(self.avail_idle[b])
+            lent = self.kube_in_block[b]
+            busy = self.block_size[b] - idle - lent - self.down_in_block[b]
+            views.append(
+                BlockView(
+                    name=self.block_names[b],
+                    size=self.block_size[b],
+                    idle=idle - held[b],
+                    held=held[b],
+                    busy=busy,
+                    ending_soon=min(busy, soon[b]),
+                    lent=lent,
+                )
+            )
+        return views
+
+    def _demand(self, policy: LendingPolicy) -> Demand:
+        head = self.pending[: policy.queue_depth]
+        return Demand(
+            slurm_waiting=tuple(self.jobs[j].members for _, _, j in head),
+            kubernetes_lent=self.kube_nodes,
+            kubernetes_entitled=self.kube_entitled,
+        )
+
+    def _tick(self, subject: int, epoch: int) -> None:
+        super()._tick(subject, epoch)
+        if self.sharing is not None and self.sharing.lending is not None:
+            self._cordon(self.sharing.lending)
+
+    def _cordon(self, policy: LendingPolicy) -> None:
+        """Lent nodes of the blocks the policy takes back get no new pods."""
+        back = {
+            self.block_index[name]
+            for name in reclaim(self._block_views(policy), self._demand(policy), policy)
+        }
+        self.cordoned = {n for n in self.cordoned if self.block[n] in back}
+        for b in back:
+            self.cordoned.update(n for n in self.nodes_in_block[b] if self.state[n] == KUBE)
+
+    def _lend_by_placement(self, j: int) -> int | None:
+        sharing = self.sharing
+        if sharing is None or self.snapshot is None:
             return None
         job = self.jobs[j]
         started = time.perf_counter()
@@ -79,20 +160,25 @@ class LendingSide(PodSide):
         if not decision.placed:
             return None
         n = self.index[decision.nodes[0]]
+        self._begin_lend(n)
+        return n
+
+    def _begin_lend(self, n: int) -> None:
+        assert self.sharing is not None
         self.lends += 1
-        self.kube_nodes += 1
+        self._own(n, 1)
         self.snapshot_dirty.add(n)
         self.ledger.observe(NodeTransferBegan(self.now, self.names[n], Side.KUBERNETES))
         if self.state[n] == IDLE:
             self._make_unavailable(n)
             self.state[n] = LENDING
-            self._push(self.now + sharing.drain_s + sharing.pod_start_s, HANDOVER, n, 0)
+            delay = self.sharing.drain_s + self.sharing.pod_start_s
+            self._push(self.now + delay, HANDOVER, n, 0)
         else:  # busy: reserved now, handed over when its job ends (WaitForIdle)
             self.state[n] = DRAINING
             self.releases[self.job_on[n]][self.block[n]] -= 1
         self.spare[n] = self.g
         self.planned.discard(n)
-        return n
 
     def _placement_node(self, n: int) -> Node:
         s = self.state[n]

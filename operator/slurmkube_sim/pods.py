@@ -9,12 +9,13 @@ from slurmkube_sim.state import KUBE, POD_END
 
 class PodSide(SlurmSide):
     def _best_fit(self, need: int) -> int | None:
-        buckets = self.free_bucket
+        buckets, cordoned = self.free_bucket, self.cordoned
         for free in range(need, self.g + 1):
             bucket = buckets[free]
             if bucket:
                 for n in bucket:
-                    return n
+                    if n not in cordoned:  # going back to Slurm: no new pods
+                        return n
         return None
 
     def _place_pod(self, j: int, n: int) -> None:

@@ -33,12 +33,26 @@ class SlurmSide(RunState):
             if self.blocked_head == (j, self.avail_version):
                 return  # nothing was freed since the head last failed to fit
             counts = self._counts()
-            takes = self._choose(counts, j)
+            takes = self._choose_weighted(counts, j)
             if takes is None:
                 self.blocked_head = (j, self.avail_version)
                 return
             self.pending.pop(0)
             self._start_slurm(j, takes, counts)
+
+    def _choose_weighted(self, counts: list[int], j: int) -> tuple[tuple[int, int], ...] | None:
+        """Like `_choose`, but empty Kubernetes nodes only when idle Slurm nodes cannot hold
+        the job in as few blocks (Slurm node `Weight`: returned nodes are used last), so
+        the blocks Kubernetes holds stay its own while Slurm has other room."""
+        if self.sharing is None or self.sharing.lending is None or not any(self.avail_kube):
+            return self._choose(counts, j)
+        takes = self._choose([len(idle) for idle in self.avail_idle], j)
+        if takes is not None:
+            job = self.jobs[j]
+            needed = 1 if job.single_block else min_blocks_needed(counts, job.members)
+            if needed is not None and len(takes) <= needed:
+                return takes
+        return self._choose(counts, j)
 
     def _choose(self, counts: list[int], j: int) -> tuple[tuple[int, int], ...] | None:
         job = self.jobs[j]

@@ -109,6 +109,17 @@ class RunState:
         self.team_weight = {t: max(w, 1e-9) for t, w in teams.items()}
         self.kube_admitted = 0
         self.kube_nodes = 0  # nodes owned by Kubernetes or on their way there
+        self.kube_in_block = [0] * self.n_blocks  # the same, per block
+        self.down_in_block = [0] * self.n_blocks
+        self.block_size = [0] * self.n_blocks
+        for b in self.block:
+            self.block_size[b] += 1
+        self.cordoned: set[int] = set()  # lent nodes taking no new pods (going back to Slurm)
+        self.block_index = {name: b for b, name in enumerate(self.block_names)}
+        self.nodes_in_block: list[list[int]] = [[] for _ in range(self.n_blocks)]
+        for n, b in enumerate(self.block):
+            self.nodes_in_block[b].append(n)
+        self.kube_entitled = self._kube_entitled(teams)
         self.slurm_dirty = self.kube_dirty = self.bf_dirty = False
         self.tick_at = math.inf
         self.planned: set[int] = set()
@@ -140,7 +151,7 @@ class RunState:
                 self.state[n] = KUBE
                 self.kube_home.add(n)
                 self.free_bucket[g].add(n)
-                self.kube_nodes += 1
+                self._own(n, 1)
             else:
                 self._make_available(n, kube=False)
         if self.unified:
@@ -157,6 +168,17 @@ class RunState:
             self.kube_capacity = self.max_kube_nodes * g
         else:
             self.max_kube_nodes = self.kube_capacity = 0
+
+    def _kube_entitled(self, teams: Mapping[str, float]) -> int:
+        """Nodes Kubernetes is entitled to under sharing: its share, else its teams' weights."""
+        if self.sharing is None:
+            return 0
+        share = self.sharing.kubernetes_share
+        if share is None:
+            kube_teams = {j.team for j in self.jobs if j.side is Side.KUBERNETES}
+            total = sum(teams.values()) or 1.0
+            share = sum(w for t, w in teams.items() if t in kube_teams) / total
+        return int(share * self.fleet.nodes)
 
     def _push(self, t: float, kind: int, subject: int, epoch: int) -> None:
         self.seq += 1
@@ -184,7 +206,13 @@ class RunState:
     def _leave_kube(self, n: int) -> None:
         """An empty Kubernetes node is taken by Slurm."""
         self.free_bucket[self.g - self.kube_used[n]].discard(n)
-        self.kube_nodes -= 1
+        self.cordoned.discard(n)
+        self._own(n, -1)
+
+    def _own(self, n: int, delta: int) -> None:
+        """Node `n` joins (+1) or leaves (-1) the nodes Kubernetes holds."""
+        self.kube_nodes += delta
+        self.kube_in_block[self.block[n]] += delta
 
     def _finished(self, j: int, epoch: int) -> bool:
         """Record the end of job `j` unless the event is stale (the job was requeued since)."""
