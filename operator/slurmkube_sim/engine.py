@@ -196,6 +196,7 @@ class _Run(FailureSide):
         self.ledger.observe(
             JobSubmitted(self.now, job.name, job.team, job.side, members, per, pool)
         )
+        self._learn(job)
         if job.side is Side.SLURM or self.unified:
             insort(self.pending, (-job.priority, job.submit, j))
             self.slurm_dirty = self.bf_dirty = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from slurmkube.goodput import NodeTransferBegan, NodeTransferEnded, Side
 from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, place
@@ -16,10 +17,16 @@ from slurmkube.plan.lending_policy import (
     Demand,
     LendingPolicy,
     choose_lends,
+    expected,
+    headroom_lends,
     reclaim,
 )
 from slurmkube_sim.pods import PodSide
 from slurmkube_sim.state import BUSY, DRAINING, HANDOVER, IDLE, KUBE, LENDING
+from slurmkube_sim.workload import SimJob
+
+# Headroom is topped up in rounds, as the bridge would (not on every pod event).
+HEADROOM_ROUND_S = 30.0
 
 
 class LendingSide(PodSide):
@@ -38,6 +45,7 @@ class LendingSide(PodSide):
             if best is None:
                 if self.cordoned and not self.pending:
                     self.cordoned = set()  # Slurm waits for nothing: lent nodes stay
+                self._keep_headroom()
                 return
             j = queues[best][0]
             if not self._admit_pod(j):
@@ -85,6 +93,13 @@ class LendingSide(PodSide):
         return n
 
     def _block_views(self, policy: LendingPolicy) -> list[BlockView]:
+        # Refused lends repeat at one instant for every blocked team: build the views once.
+        key = (self.now, self.avail_version, self.kube_nodes, id(self.planned), len(self.planned))
+        if self.views_key != key:
+            self.views_key, self.views = key, self._build_block_views(policy)
+        return self.views
+
+    def _build_block_views(self, policy: LendingPolicy) -> list[BlockView]:
         held = [0] * self.n_blocks
         for n in self.planned:
             if n in self.avail_idle[self.block[n]]:
@@ -120,7 +135,47 @@ class LendingSide(PodSide):
             slurm_waiting=tuple(self.jobs[j].members for _, _, j in head),
             kubernetes_lent=self.kube_nodes,
             kubernetes_entitled=self.kube_entitled,
+            slurm_expected=expected(
+                self.slurm_rate, self.now, policy.horizon_s, policy.rate_half_life_s
+            ),
         )
+
+    def _learn(self, job: SimJob) -> None:
+        """Arrivals feed each side's rate (jobs running when the window opens do not)."""
+        sharing = self.sharing
+        if sharing is None or sharing.lending is None or job.submit < 0:
+            return
+        half_life = sharing.lending.rate_half_life_s
+        if job.side is Side.SLURM:
+            self.slurm_rate = self.slurm_rate.observe(self.now, job.members, half_life)
+        else:
+            self.kube_rate = self.kube_rate.observe(self.now, job.gpus, half_life)
+
+    def _keep_headroom(self) -> None:
+        """Lend ahead of demand what Kubernetes' arrivals need during one lend's delay."""
+        sharing = self.sharing
+        if sharing is None or sharing.lending is None or self.kube_nodes >= self.max_kube_nodes:
+            return
+        if self.now < self.headroom_at + HEADROOM_ROUND_S:
+            return
+        self.headroom_at = self.now
+        policy = sharing.lending
+        delay = sharing.drain_s + sharing.pod_start_s
+        want = expected(self.kube_rate, self.now, delay, policy.rate_half_life_s)
+        if want <= 0:
+            return
+        free = sum(k * len(nodes) for k, nodes in enumerate(self.free_bucket))
+        free -= sum(self.g - self.kube_used[n] for n in self.cordoned)
+        free += sum(self.spare.values())
+        views = self._block_views(policy)
+        demand = replace(self._demand(policy), kubernetes_entitled=0)
+        count = headroom_lends(
+            views, demand, policy, free_gpus=free, expected_gpus=want, gpus_per_node=self.g
+        )
+        for name, nodes in choose_lends(views, count, demand, policy):
+            b = self.block_index[name]
+            for n in sorted(self.avail_idle[b] - self.planned)[:nodes]:
+                self._begin_lend(n)
 
     def _tick(self, subject: int, epoch: int) -> None:
         super()._tick(subject, epoch)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from slurmkube.goodput import GoodputLedger, JobEnded, NodeAdded, Side
 from slurmkube.placement import Snapshot
+from slurmkube.plan.lending_policy import ArrivalRate, BlockView
 from slurmkube_sim.fleet import FleetSpec
 from slurmkube_sim.policy import Policy, Sharing, StaticSplit, UpperBound
 from slurmkube_sim.workload import SimJob
@@ -120,6 +121,11 @@ class RunState:
         for n, b in enumerate(self.block):
             self.nodes_in_block[b].append(n)
         self.kube_entitled = self._kube_entitled(teams)
+        self.views_key: tuple[float, int, int, int, int] | None = None
+        self.views: list[BlockView] = []
+        # Arrivals since the window opened (Slurm in nodes, Kubernetes in GPUs), learnt.
+        self.slurm_rate = self.kube_rate = ArrivalRate()
+        self.headroom_at = -math.inf
         self.slurm_dirty = self.kube_dirty = self.bf_dirty = False
         self.tick_at = math.inf
         self.planned: set[int] = set()
