@@ -7,10 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmkube.plan.lending_policy import (
+    ArrivalRate,
     BlockView,
     Demand,
     LendingPolicy,
     choose_lends,
+    expected,
+    headroom_lends,
     lend_rank,
     lendable,
     reclaim,
@@ -169,3 +172,42 @@ def test_reclaim_never_goes_below_the_entitlement_nor_acts_without_slurm_demand(
         b.idle + b.held + b.ending_soon for b in blocks
     ):
         assert not back
+
+
+# --- learnt demand ------------------------------------------------------------------------
+
+
+def test_a_steady_stream_reads_as_its_rate_and_decays_without_arrivals() -> None:
+    rate = ArrivalRate()
+    for second in range(20_000):
+        rate = rate.observe(float(second), 2.0, 600.0)
+    assert rate.at_time(20_000.0, 600.0) == pytest.approx(2.0, rel=0.01)
+    assert rate.at_time(20_600.0, 600.0) == pytest.approx(1.0, rel=0.01)
+    assert expected(rate, 20_000.0, 90.0, 600.0) == 180
+    assert ArrivalRate().observe(0.0, 5.0, 0.0) == ArrivalRate()  # learning off
+
+
+HEADROOM_CASES = {
+    "enough free GPUs": (40, 30, [block("a", idle=8, busy=8)], (), 0),
+    "short by 9 GPUs: two nodes": (21, 30, [block("a", idle=8, busy=8)], (), 2),
+    "Slurm's head needs the idle nodes": (0, 30, [block("a", idle=8, busy=8)], (8,), 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEADROOM_CASES))
+def test_headroom_is_lent_only_from_what_slurm_spares(case: str) -> None:
+    free, want, blocks, waiting, nodes = HEADROOM_CASES[case]
+    got = headroom_lends(
+        blocks,
+        Demand(slurm_waiting=waiting),
+        POLICY,
+        free_gpus=free,
+        expected_gpus=want,
+        gpus_per_node=8,
+    )
+    assert got == nodes
+
+
+def test_slurms_expected_arrivals_are_protected_like_its_queue() -> None:
+    blocks = [block("a", idle=6, busy=10)]
+    assert slurm_spare(blocks, Demand(slurm_expected=4), POLICY) == 2
