@@ -127,33 +127,16 @@ def _as_units(jobs: Sequence[SimJob]) -> list[SimJob]:
 class _Run(FailureSide):
     """One run: the state, its event handlers and the loop that feeds them in time order."""
 
-    def __init__(
-        self,
-        fleet: FleetSpec,
-        *,
-        jobs: Sequence[SimJob],
-        policy: Policy,
-        teams: Mapping[str, float],
-        horizon: float,
-        seed: int,
-        failures: FailureModel,
-    ) -> None:
-        super().__init__(
-            fleet,
-            jobs=jobs,
-            policy=policy,
-            teams=teams,
-            horizon=horizon,
-            seed=seed,
-            failures=failures,
-        )
+    def _prepare(self) -> None:
+        """What the layers above the state set up: the placer's snapshot, the failures."""
         if self.sharing:
-            self.snapshot = Snapshot.of(self._placement_node(n) for n in range(fleet.nodes))
-        self._init_failures(seed)
+            self.snapshot = Snapshot.of(self._placement_node(n) for n in range(self.fleet.nodes))
+        self._init_failures(self.seed)
 
     # --- main loop ------------------------------------------------------------------
 
     def loop(self) -> None:
+        self._prepare()
         jobs, heap = self.jobs, self.heap
         ai, n_jobs = 0, len(jobs)
         handlers = {

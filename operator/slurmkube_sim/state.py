@@ -63,6 +63,7 @@ class RunState:
         self.sharing = policy if isinstance(policy, Sharing) else None
         self.unified = isinstance(policy, UpperBound)
         self.failures = failures
+        self.seed = seed
         self.rng = random.Random(seed * 7919 + 17)
         self.jobs = sorted(jobs, key=lambda j: (j.submit, j.name))
         self.horizon = horizon
