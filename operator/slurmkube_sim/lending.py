@@ -1,7 +1,10 @@
 """Kueue-like admission and the bridge: pods admitted by fair share, nodes lent to them.
 
-A pod that fits no Kubernetes node gets a node lent by the bridge, chosen by
-`slurmkube.placement.place` on a live snapshot (see `engine`'s docstring).
+A pod that fits no Kubernetes node gets a node lent by the bridge: where
+`slurmkube.plan.lending_policy` says, from per-block counts of this run's
+state, or (`Sharing(lending=None)`) the node `slurmkube.placement.place`
+finds on a live snapshot. The policy's `reclaim` runs at every backfill tick:
+lent nodes of the blocks it names take no new pods (`cordoned`).
 """
 
 from __future__ import annotations

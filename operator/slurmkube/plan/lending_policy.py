@@ -2,8 +2,8 @@
 
 The bridge lends a node when a Kueue workload fits no Kubernetes node; this
 module decides *whether* Slurm can spare one and *which*, from plain counts
-per NVLink block, so the fleet simulator and the operator's bridge can share
-it. Three rules, each from what the simulator showed costs Slurm most:
+per NVLink block, so that the fleet simulator and the operator's bridge can
+share it (the simulator uses it; the bridge does not yet). The rules:
 
 - **Lend only what Slurm's queue cannot use soon.** The nodes that are idle,
   held for Slurm's plan, or whose job's time limit ends within the horizon
@@ -22,7 +22,8 @@ it. Three rules, each from what the simulator showed costs Slurm most:
   expected node demand within the horizon is protected like its queue, and
   Kubernetes keeps lent headroom for what it expects during one lend's delay,
   so its next pods do not wait for a drain.
-- **Return early.** When Slurm's queue waits for nodes, the lent nodes in the
+- **Return early.** When Slurm's queue waits for more than it can count on
+  soon and Kubernetes holds more than its entitlement, the lent nodes in the
   blocks Kubernetes holds least of (where a few nodes give Slurm a whole
   block back) take no new pods and go back when their pods end; no pod is
   evicted. `reclaim` says which.
