@@ -28,9 +28,10 @@ What is modelled, and from where:
   drain and pod-start delays; nodes that Slurm's EASY plan holds for the
   queue head are not lent. Empty Kubernetes nodes return to Slurm when Slurm
   allocates them (slurmd start delay); its main pass does so only when its
-  idle nodes cannot hold the job in as few blocks (backfill sees both). With `Sharing(lending=None)`, the
-  earlier policy: the node `slurmkube.placement.place` finds on a live
-  snapshot, busy ones (`WaitForIdle`) handed over when their job ends.
+  idle nodes cannot hold the job in as few blocks (backfill sees both).
+  With `Sharing(lending=None)`, the earlier policy: the node
+  `slurmkube.placement.place` finds on a live snapshot, busy ones
+  (`WaitForIdle`) handed over when their job ends.
 - Failures: nodes fail at the rate Meta reports for a 16k-GPU H100 training
   fleet (419 unexpected interruptions in 54 days on 2,048 nodes; Dubey et al.,
   "The Llama 3 Herd of Models", 2024, §3.3.4); a failed node's jobs are
