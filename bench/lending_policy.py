@@ -27,20 +27,22 @@ from dataclasses import replace
 from pathlib import Path
 
 from slurmkube_sim.alibaba import DEFAULT_TRACE_DIR
+from slurmkube_sim.engine import SimOutcome, simulate
 from slurmkube_sim.scenario import SCENARIOS, Comparison, compare, worst_p95
 
-POLICIES = ("static_best", "sharing", "upper_bound")
 UPPER_GAP_POINTS = 1.0
 
 
-def figures(comparison: Comparison) -> dict[str, dict[str, float | str]]:
-    """Occupancy and p95 64+ of static_best, sharing and the upper bound for one seed."""
-    static = comparison.static_best()
+def figures(comparison: Comparison, earlier: bool) -> dict[str, dict[str, float | str]]:
+    """Occupancy and p95 64+ of static_best, sharing and the upper bound for one seed
+    (and of the earlier sharing policy, `Sharing(lending=None)`, when asked)."""
     outcomes = {
-        "static_best": static,
+        "static_best": comparison.static_best(),
         "sharing": comparison.by_label(comparison.scenario.sharing.label),
         "upper_bound": comparison.by_label("upper-bound"),
     }
+    if earlier:
+        outcomes["sharing_earlier"] = _earlier(comparison)
     return {
         name: {
             "label": o.label,
@@ -53,10 +55,23 @@ def figures(comparison: Comparison) -> dict[str, dict[str, float | str]]:
     }
 
 
+def _earlier(comparison: Comparison) -> SimOutcome:
+    scenario, workload = comparison.scenario, comparison.workload
+    return simulate(
+        scenario.fleet,
+        workload.jobs,
+        replace(scenario.sharing, lending=None),
+        teams=scenario.teams(),
+        horizon=workload.horizon_s,
+        seed=comparison.seed,
+        failures=scenario.failures,
+    )
+
+
 def summarise(seeds: dict[int, dict[str, dict[str, float | str]]]) -> dict[str, object]:
     """Mean and worst seed per policy; whether sharing meets the target on this scenario."""
     table: dict[str, dict[str, float]] = {}
-    for name in POLICIES:
+    for name in next(iter(seeds.values())):
         occ = [float(s[name]["occupancy"]) for s in seeds.values()]
         tts = [float(s[name]["tts_p95_s_64plus"]) for s in seeds.values()]
         bucket = [float(s[name]["worst_bucket_p95_s"]) for s in seeds.values()]
@@ -104,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(os.environ.get("SLURMKUBE_ALIBABA_TRACE", str(DEFAULT_TRACE_DIR))),
     )
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--earlier",
+        action="store_true",
+        help="also report the earlier sharing policy (Sharing(lending=None)); not in the target",
+    )
     args = parser.parse_args(argv)
     names = [n for n in args.scenarios.split(",") if n]
     unknown = [n for n in names if n not in SCENARIOS]
@@ -127,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                         seed=seed,
                         trace=args.trace,
                         workers=max(1, args.workers),
-                    )
+                    ),
+                    args.earlier,
                 )
                 for seed in range(1, args.seeds + 1)
             }
