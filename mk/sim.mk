@@ -8,3 +8,11 @@ sim: venv
 
 bench-sim: venv
 	$(PY) bench/sim.py --seed 1 --jobs 100000 --out $(SLURMKUBE_RUN)/bench-sim
+
+# Issue 22: sharing against the best static split and the ideal pool, 3 scenarios x 10 seeds;
+# one JSON document, exit 1 when the target is missed. SEEDS/JOBS override the size.
+.PHONY: bench-lending
+SEEDS ?= 10
+JOBS ?= 50000
+bench-lending: venv
+	nice -n 10 $(PY) bench/lending_policy.py --seeds $(SEEDS) --jobs $(JOBS) --scenarios reference,alibaba,bursty

@@ -4,7 +4,8 @@ Issue 9: shows, on realistic traces, what slurmkube's sharing buys over a
 static split, measured with `slurmkube.goodput` and placing lent nodes with
 `slurmkube.placement`, the same code the operator runs. A package of its own beside `slurmkube`,
 so the operator image does not carry it; `slurmkube sim` finds it when installed. Layers: `fleet`,
-`workload` and `alibaba` (inputs), `policy`, `engine` (one run), `scenario`
+`workload` and `alibaba` (inputs), `policy`, `engine` (one run: the loop over `state`,
+`slurm_side`, `pods`, `lending` and `failures`), `scenario`
 (the comparison), `report` and `cli` (the only I/O besides the trace loader).
 """
 

@@ -3,17 +3,21 @@
 - `StaticSplit`: whole NVLink blocks belong to Kubernetes, the rest to Slurm,
   for the whole run (what sites do today). Swept to find the best ratio.
 - `Sharing`: slurmkube. Every node starts as Slurm's. A Kubernetes workload
-  that does not fit on Kubernetes-owned nodes gets nodes lent by the bridge,
-  chosen by `slurmkube.placement` (free first, idle Slurm nodes next, busy ones
-  with `WaitForIdle`), after the reservation's drain and the pod's start; an
-  empty Kubernetes node goes back to Slurm when Slurm needs it (power-saving
-  resume of a slurmd pod). Kueue's quota caps how much is lent.
+  that does not fit on Kubernetes-owned nodes gets a node lent by the bridge,
+  after the reservation's drain and the pod's start; an empty Kubernetes node
+  goes back to Slurm when Slurm needs it (power-saving resume of a slurmd
+  pod). Kueue's quota caps how much is lent. Which node, and whether Slurm can
+  spare one, is `slurmkube.plan.lending_policy` (`lending`); with
+  `lending=None`, the earlier policy: any node `slurmkube.placement` finds
+  (free first, idle Slurm nodes next, busy ones with `WaitForIdle`).
 - `UpperBound`: one ideal pool of GPUs, no nodes, no topology, no delays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from slurmkube.plan.lending_policy import LendingPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,10 @@ class Sharing:
     max_lent_share: float = 0.6
     # Busy Slurm nodes may be reserved and lent once their job ends (WaitForIdle).
     wait_for_idle: bool = True
+    # Whether and where to lend, and when lent nodes go back (None: any node placement finds).
+    lending: LendingPolicy | None = field(default_factory=LendingPolicy)
+    # Kubernetes' entitlement as a share of the nodes (None: its teams' weights).
+    kubernetes_share: float | None = None
 
     @property
     def label(self) -> str:

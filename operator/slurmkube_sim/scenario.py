@@ -78,6 +78,21 @@ class Scenario:
 
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "reference": lambda: Scenario("reference"),
+    # The Alibaba trace's pods carry most of the load: Kubernetes offers twice
+    # Slurm's GPU-seconds and is entitled to about half the fleet.
+    "alibaba": lambda: Scenario(
+        "alibaba",
+        slurm_load=0.35,
+        kubernetes_load=0.50,
+        slurm_share=0.45,
+        static_shares=(0.45, 0.5, 0.55, 0.6),
+    ),
+    # Slurm users submit sweeps: bursts of 12 similar gangs on average, 10 s apart,
+    # at the reference loads (Helios §3.3 reports submission bursts of this kind).
+    "bursty": lambda: Scenario(
+        "bursty",
+        slurm_model=replace(SlurmWorkloadModel(), burst_mean=12.0, burst_gap_s=10.0),
+    ),
     "small": lambda: Scenario(
         "small",
         fleet=FleetSpec(nodes=128, gpus_per_node=8, nodes_per_block=16, blocks_per_leaf=2),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurmkube.goodput import Side
+from slurmkube.plan.lending_policy import LendingPolicy
 from slurmkube_sim import (
     SCENARIOS,
     FailureModel,
@@ -225,3 +226,54 @@ def test_cli_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["--jobs", "0", "--out", str(tmp_path)]) == 2
     assert main(["--out", str(tmp_path), "--trace", str(tmp_path / "none")]) == 2
     assert "--trace" in capsys.readouterr().err
+
+
+# --- the lending policy in the simulator ----------------------------------------------------
+
+FOUR_BLOCKS = FleetSpec(nodes=16, gpus_per_node=8, nodes_per_block=4, blocks_per_leaf=2)
+
+
+def _lent_blocks(policy: Sharing) -> list[int]:
+    """Nodes Kubernetes holds per block after three 3-node gangs and six whole-node pods."""
+    from slurmkube_sim.engine import _Run
+
+    jobs = [gang(f"g{i}", 0, 3, 10_000, single=True) for i in range(3)]
+    jobs += [pod(f"p{i}", 10.0 + i, 8, 10_000) for i in range(6)]
+    run = _Run(
+        FOUR_BLOCKS,
+        jobs=jobs,
+        policy=policy,
+        teams=TEAMS,
+        horizon=1000,
+        seed=1,
+        failures=NO_FAILURES,
+    )
+    run.loop()
+    return run.kube_in_block
+
+
+def test_lent_nodes_gather_in_whole_idle_blocks_before_busy_ones() -> None:
+    # The gangs take 3 nodes of three blocks; the fourth is whole and idle. The policy
+    # lends all of it first; best fit takes the busy blocks' last nodes first.
+    gathered = _lent_blocks(Sharing(max_lent_share=1.0))
+    assert gathered[3] == 4 and sum(gathered) == 6
+    spread = _lent_blocks(Sharing(max_lent_share=1.0, lending=None))
+    assert spread == [1, 1, 1, 3]
+
+
+def test_learnt_headroom_lends_ahead_of_kubernetes_arrivals() -> None:
+    # A 4-GPU pod every 20 s, each running for hours: every other pod needs a new node.
+    # Without headroom each waits for a lend (or for the node in flight); with a learnt
+    # rate, nodes are lent ahead and some pods start at once.
+    jobs = [pod(f"p{i}", 20.0 * i, 4, 10_000.0) for i in range(60)]
+
+    def waited(policy: LendingPolicy) -> int:
+        sharing = Sharing(max_lent_share=1.0, lending=policy)
+        out = simulate(
+            TWO_BLOCKS, jobs, sharing, teams=TEAMS, horizon=3000, seed=1, failures=NO_FAILURES
+        )
+        assert out.jobs_finished == len(jobs)
+        return sum(1 for w in out.report.waits_by_bucket["1-7"] if w > 0)
+
+    assert waited(LendingPolicy()) == 60
+    assert waited(LendingPolicy(rate_half_life_s=300.0)) < 50
