@@ -88,6 +88,9 @@ def test_each_new_hash_costs_one_reconfigure_and_the_files_at_start_none(pod: Po
     assert pod.reconfigures() == 1
     pod.land("c")
     wait_for(lambda: pod.reconfigures() == 2)
+    # Its log line follows the reconfigure; stopped before it, the line is lost.
+    wait_for(lambda: (pod.state / "applied").read_text().strip() == "c")
+    time.sleep(2 * reloader.POLL_SECONDS)
     out = pod.stop()
     assert "reconfigured config-hash=b" in out and "reconfigured config-hash=c" in out
     assert pod.calls.read_text().splitlines() == ["reconfigure", "reconfigure"]
