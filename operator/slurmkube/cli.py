@@ -210,9 +210,11 @@ def _operator(args: argparse.Namespace) -> int:
 
     import kopf
 
-    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check.
+    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check,
+    # the allocation policy.
     import slurmkube.controllers.handlers
     import slurmkube.controllers.lending
+    import slurmkube.controllers.policy
     from slurmkube import metrics
     from slurmkube.controllers import failpoints
     from slurmkube.controllers.clients import SlurmClients

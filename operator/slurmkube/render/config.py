@@ -106,6 +106,9 @@ class SlurmConfig:
     gres: tuple[GresLine, ...]
     partitions: tuple[PartitionLine, ...]
     extra: tuple[SlurmToken, ...]
+    # The allocation policy's keys (only with accounting): PriorityDecayHalfLife,
+    # AccountingStorageEnforce/TRES, PreemptType/Mode.
+    policy: tuple[tuple[SlurmToken, SlurmToken], ...]
     topology: FleetTopology
     members: dict[str, tuple[SlurmToken, ...]]
     power: PowerSaving | None = None
@@ -303,6 +306,30 @@ def _optional(
     return None if value is None else validator(value, where)
 
 
+# The template sets it for every cluster already.
+_ALWAYS_SET = frozenset({"PriorityType"})
+
+
+def _policy_keys(
+    bundle: ClusterBundle, extra: Sequence[SlurmToken], accounting: bool, where: str
+) -> tuple[tuple[SlurmToken, SlurmToken], ...]:
+    """The AllocationSource's keys, with accounting only (slurmctld cannot enforce
+    associations without slurmdbd); an extraConfig line may not set one of them."""
+    if not accounting:
+        return ()
+    keys = {str(k).lower() for k, _ in bundle.policy_keys}
+    for i, line in enumerate(extra):
+        key = line.split("=", 1)[0]
+        if key.lower() in keys:
+            raise InvalidValue(
+                f"{where} spec.extraConfig[{i}]",
+                line,
+                f"a key the allocation policy does not set ({key} comes from "
+                f"{bundle.policy_source})",
+            )
+    return tuple((k, v) for k, v in bundle.policy_keys if k not in _ALWAYS_SET)
+
+
 def plan_config(
     bundle: ClusterBundle,
     nodes: Sequence[KubeNode | FleetNode],
@@ -334,6 +361,11 @@ def plan_config(
         )
     }
     in_node_sets = [n for ns in bundle.node_sets for n in members[ns.metadata.name]]
+    extra = tuple(
+        grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
+        for i, line in enumerate(spec.extra_config)
+    )
+    policy = _policy_keys(bundle, extra, ctx.accounting_host is not None, where)
     return SlurmConfig(
         version=SlurmToken(__version__),
         cluster_name=grammar.cluster_name(
@@ -358,10 +390,8 @@ def plan_config(
         nodes=node_lines,
         gres=gres_lines,
         partitions=partitions,
-        extra=tuple(
-            grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
-            for i, line in enumerate(spec.extra_config)
-        ),
+        extra=extra,
+        policy=policy,
         topology=build_topology(in_node_sets, spec.topology),
         members={name: tuple(n.name for n in nodes) for name, nodes in members.items()},
         power=_power_saving(bundle.node_sets, members, ctx),
