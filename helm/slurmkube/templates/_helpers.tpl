@@ -69,6 +69,15 @@ cannot drift apart. Every verb says why; no wildcards.
   # get: read the replica count HPA/KEDA set through the scale subresource.
   verbs: [get]
 - apiGroups: [slurmkube.io]
+  resources: [allocationsources]
+  # get/list/watch: the allocation policy's sources. patch: kopf's finalizer
+  # (its Kueue queues are cluster-scoped, so they go by label on deletion).
+  verbs: [get, list, watch, patch]
+- apiGroups: [slurmkube.io]
+  resources: [allocationsources/status]
+  # get/patch: per-team quota, usage, headroom, gates; Synced, SourceReachable.
+  verbs: [get, patch]
+- apiGroups: [slurmkube.io]
   resources: [slurmclusters/finalizers, nodesets/finalizers]
   # update: children carry owner references with blockOwnerDeletion, which the
   # OwnerReferencesPermissionEnforcement admission plugin allows only to
