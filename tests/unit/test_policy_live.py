@@ -245,3 +245,11 @@ def test_extra_config_may_not_set_a_policy_key() -> None:
 def test_the_accounting_client_config_refuses_an_injected_line(host: str) -> None:
     with pytest.raises(InvalidValue):
         accounting_client_config("local", host, 6819)
+
+
+def test_a_source_read_back_from_the_api_server_with_its_status_still_loads() -> None:
+    from slurmkube.plan.policy.sources import load_allocation_source
+    from tests.unit.policy_builders import source
+
+    obj = source(TeamBuilder("team-a").obj()) | {"status": {"teams": 1, "conditions": []}}
+    assert load_allocation_source(obj, "test").metadata.name == "fleet"
