@@ -6,7 +6,10 @@ a source that cannot be read changes nothing.
 
 from __future__ import annotations
 
+import re
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +20,7 @@ from slurmkube_e2e.accounting import accounted_cluster
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator_cluster import API, in_ctld
-from slurmkube_e2e.waiting import condition, eventually, wait_for
+from slurmkube_e2e.waiting import condition, eventually, has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -100,6 +103,19 @@ def nominal_quota(queue: Manifest) -> int:
     return int(flavor["resources"][0]["nominalQuota"])
 
 
+def source_with(kube: Kube, cluster: str, type_: str, status: str) -> Manifest:
+    return wait_for(
+        kube,
+        API,
+        "AllocationSource",
+        SOURCE,
+        lambda o: has_condition(o, type_, status),
+        namespace=cluster,
+        timeout=REACTION_SECONDS,
+        what=f"{type_}={status}",
+    )
+
+
 def gpus_of(grp_tres: str) -> int:
     return int(grp_tres.removeprefix("gres/gpu=")) if grp_tres.startswith("gres/gpu=") else -1
 
@@ -148,20 +164,37 @@ def test_an_inline_source_reaches_slurm_and_kueue_within_30s(
     queues = kueue_objects(kube, cluster)
     slurm_a = gpus_of(associations(cluster)[("team-a", "")])
     assert slurm_a + nominal_quota(queues[("ClusterQueue", "team-a", None)]) == 8
-    source = wait_for(
-        kube,
-        API,
-        "AllocationSource",
-        SOURCE,
-        lambda o: (condition(o, "Synced") or {}).get("status") == "True",
-        namespace=cluster,
-        timeout=REACTION_SECONDS,
-        what="Synced",
-    )
+    source = source_with(kube, cluster, "Synced", "True")
     status = source["status"]
-    assert (condition(source, "SourceReachable") or {}).get("status") == "True"
+    assert has_condition(source, "SourceReachable")
     team_a = next(t for t in status["allocations"] if t["name"] == "team-a")
     assert team_a["gpus"] == 8 and team_a["headroom"] == 8 and team_a["gpuHours"] == 5000
+    # `slurmkube policy status` reads the same status from the live object.
+    printed = subprocess.run(
+        [sys.executable, "-m", "slurmkube.cli", "policy", "status", SOURCE, "-n", cluster],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "Synced=True" in printed
+    assert any(line.split()[:2] == ["team-a", "8"] for line in printed.splitlines())
+
+
+def test_slurmctld_runs_with_the_policys_keys(kube: Kube, cluster: str, applied: float) -> None:
+    """Merged into the cluster's rendered slurm.conf and in force after the reconfigure."""
+    config_map = kube.get("v1", "ConfigMap", "local-slurm-config", namespace=cluster)
+    assert config_map is not None
+    assert "\nPreemptType=preempt/qos\n" in config_map["data"]["slurm.conf"]
+    eventually(
+        "slurmctld enforcing associations, limits, qos, safe",
+        lambda: in_ctld(cluster, "scontrol", "show", "config"),
+        lambda out: (
+            bool(re.search(r"AccountingStorageEnforce\s*=\s*associations,limits,qos,safe", out))
+            and bool(re.search(r"PreemptType\s*=\s*preempt/qos", out))
+        ),
+        timeout=120,
+    )
 
 
 def test_an_allocation_change_and_a_removed_user_reach_both_within_30s(
@@ -213,16 +246,7 @@ def test_a_source_that_cannot_be_read_changes_nothing(
     del broken["spec"]["inline"]
     broken["spec"]["http"] = {"url": "http://127.0.0.1:9/teams.json", "pollSeconds": 5}
     kube.apply(broken)
-    source = wait_for(
-        kube,
-        API,
-        "AllocationSource",
-        SOURCE,
-        lambda o: (condition(o, "SourceReachable") or {}).get("status") == "False",
-        namespace=cluster,
-        timeout=REACTION_SECONDS,
-        what="SourceReachable False",
-    )
+    source = source_with(kube, cluster, "SourceReachable", "False")
     message = (condition(source, "SourceReachable") or {}).get("message", "")
     assert "spec.http.url" in message
     time.sleep(12)  # a sync after the failure: still nothing removed

@@ -253,3 +253,24 @@ def test_a_source_read_back_from_the_api_server_with_its_status_still_loads() ->
 
     obj = source(TeamBuilder("team-a").obj()) | {"status": {"teams": 1, "conditions": []}}
     assert load_allocation_source(obj, "test").metadata.name == "fleet"
+
+
+def test_policy_status_prints_each_team_and_the_conditions() -> None:
+    from slurmkube.plan.conditions import metav1_conditions
+    from slurmkube.plan.policy.output import status_text
+
+    p = two_teams()
+    used = {"team-a": TeamUsage(period_gpu_seconds=3600 * 5100)}
+    gates = plan_all_gates(p, {}, used)
+    obj = {
+        "metadata": {"name": "fleet", "namespace": "slurmkube"},
+        "status": {
+            "teams": 2,
+            "allocations": teams_status(p, {}, used, gates),
+            "conditions": metav1_conditions([], sync_conditions(SyncOutcome(teams=2)), 1, "t"),
+        },
+    }
+    text = status_text(obj)
+    assert "Synced=True Applied" in text
+    assert "budget used up: new work runs at tier normal" in text
+    assert any(line.split()[:2] == ["team-b", "4"] for line in text.splitlines())

@@ -15,18 +15,14 @@ rows as dictionaries keyed by the requested format fields.
 
 from __future__ import annotations
 
-import logging
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from slurmkube.api import grammar
-from slurmkube.slurm.cli import classify_failure
-from slurmkube.slurm.errors import SlurmError, SlurmUnreachable
+from slurmkube.slurm.cli import run_slurm_command
+from slurmkube.slurm.errors import SlurmError
 
 __all__ = ["SacctmgrClient", "accounting_client_config"]
-
-log = logging.getLogger(__name__)
 
 # What the policy reads back, in sacctmgr's format field names (sacctmgr(1)).
 QOS_FIELDS = ("Name", "Priority", "Preempt", "GrpTRESMins", "Flags", "Description")
@@ -73,27 +69,13 @@ class SacctmgrClient:
         """One `sacctmgr ...` argument list (argv[0] must be `sacctmgr`); its stdout."""
         if not argv or argv[0] != "sacctmgr":
             raise ValueError(f"not a sacctmgr command: {list(argv)[:2]}")
-        operation = " ".join(argv[1:4])
-        try:
-            proc = subprocess.run(
-                [self._sacctmgr, *argv[1:]],
-                env={**self._env, "SLURM_JWT": self._jwt()},
-                capture_output=True,
-                text=True,
-                timeout=self._timeout,
-                check=False,
-            )
-        except FileNotFoundError as err:
-            raise SlurmError(f"sacctmgr not found ({self._sacctmgr})", operation=operation) from err
-        except subprocess.TimeoutExpired as err:
-            raise SlurmUnreachable(
-                f"sacctmgr did not finish in {self._timeout:g}s", operation=operation
-            ) from err
         # sacctmgr -i exits 0 on "Nothing new added" and 1 on errors; stderr says why.
-        if proc.returncode != 0:
-            log.debug("sacctmgr failed op=%s rc=%s", operation, proc.returncode)
-            raise classify_failure(proc.stderr or proc.stdout, f"sacctmgr {operation}")
-        return proc.stdout
+        return run_slurm_command(
+            [self._sacctmgr, *argv[1:]],
+            {**self._env, "SLURM_JWT": self._jwt()},
+            self._timeout,
+            f"sacctmgr {' '.join(argv[1:4])}",
+        )
 
     def show(self, entity: str, fields: Sequence[str]) -> list[dict[str, str]]:
         """`sacctmgr -P -n show <entity> format=...` as one dict per row."""
