@@ -38,6 +38,8 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("slurmkube.io", "nodesets/scale"): {"get"},
     ("slurmkube.io", "slurmclusters/finalizers"): {"update"},
     ("slurmkube.io", "nodesets/finalizers"): {"update"},
+    ("slurmkube.io", "allocationsources"): {"get", "list", "watch", "patch"},
+    ("slurmkube.io", "allocationsources/status"): {"get", "patch"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods/status"): {"patch"},
     ("", "pods/exec"): {"create", "get"},
@@ -61,6 +63,10 @@ CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("kueue.x-k8s.io", "admissionchecks/status"): {"get", "patch"},
     ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "watch", "create", "patch", "delete"},
     ("kueue.x-k8s.io", "topologies"): {"get", "list", "watch", "create", "patch", "delete"},
+    **{
+        ("kueue.x-k8s.io", kind): {"get", "list", "create", "patch", "delete"}
+        for kind in ("cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses")
+    },
 }
 LEASE_RULES: dict[tuple[str, str, str], set[str]] = {
     ("coordination.k8s.io", "leases", ""): {"create"},
