@@ -274,3 +274,35 @@ def test_policy_status_prints_each_team_and_the_conditions() -> None:
     assert "Synced=True Applied" in text
     assert "budget used up: new work runs at tier normal" in text
     assert any(line.split()[:2] == ["team-b", "4"] for line in text.splitlines())
+
+
+def test_ledgers_sum_both_schedulers_and_restart_at_a_new_period() -> None:
+    import datetime as dt
+
+    from slurmkube.plan.policy.usage import Ledgers, advance_ledgers
+
+    p = two_teams()  # team-a's period: 91 days from 2026-10-01
+    obs = {"team-a": Observation(slurm_gpus=2, kueue_gpus=3)}
+    inside = dt.datetime(2026, 10, 2, tzinfo=dt.UTC)
+    ledgers = advance_ledgers(p, Ledgers({}, {}), obs, 3600, inside)
+    a = ledgers.usage["team-a"]
+    assert (a.slurm_period_gpu_seconds, a.kueue_period_gpu_seconds) == (7200, 10800)
+    assert a.period_gpu_seconds == 18000
+    next_period = inside + dt.timedelta(days=91)
+    after = advance_ledgers(p, ledgers, {}, 0, next_period).usage["team-a"]
+    assert after.period_gpu_seconds == 0
+    assert after.decayed_gpu_seconds == pytest.approx(a.decayed_gpu_seconds)
+
+
+@given(st.floats(min_value=0, max_value=1e9), st.floats(min_value=0, max_value=1e9))
+def test_the_status_gives_back_the_ledger_it_reported(period_s: float, decayed_s: float) -> None:
+    from slurmkube.plan.policy.usage import ledgers_from_status
+
+    p = two_teams()
+    usage = {"team-a": TeamUsage(decayed_gpu_seconds=decayed_s, period_gpu_seconds=period_s)}
+    gates = plan_all_gates(p, {}, usage)
+    reported = teams_status(p, {}, usage, gates)
+    back, levels = ledgers_from_status(reported)
+    # The status rounds GPU-hours to 3 decimals: within 1.8 GPU-seconds.
+    assert back["team-a"].period_gpu_seconds == pytest.approx(period_s, abs=2)
+    assert levels["team-a"] == gates["team-a"].level

@@ -30,7 +30,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
-from slurmkube.api.allocation_source import AllocationSource, TeamStatus
+from slurmkube.api.allocation_source import AllocationSource
 from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers import handlers, lending
 from slurmkube.controllers.policy_apply import emit, sync_kueue, sync_slurm, write_status
@@ -39,13 +39,20 @@ from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.policy import PolicyError, compile_kueue, compile_slurm, plan_all_gates
 from slurmkube.plan.policy.kueue import source_label
-from slurmkube.plan.policy.ledger import BudgetLevel, Observation, TeamUsage, accrue
+from slurmkube.plan.policy.ledger import BudgetLevel, Observation
 from slurmkube.plan.policy.model import Policy
 from slurmkube.plan.policy.slurm import SlurmEntity
 from slurmkube.plan.policy.slurm_diff import SlurmChange
 from slurmkube.plan.policy.sources import load_allocation_source, policy_from_source
 from slurmkube.plan.policy.sync import SyncOutcome, policy_events
-from slurmkube.plan.policy.usage import JobUse, observe_teams, teams_status
+from slurmkube.plan.policy.usage import (
+    JobUse,
+    Ledgers,
+    advance_ledgers,
+    ledgers_from_status,
+    observe_teams,
+    teams_status,
+)
 from slurmkube.slurm.errors import SlurmError
 
 log = logging.getLogger(__name__)
@@ -65,8 +72,7 @@ class _Source:
     fetched: Fetched | None = None
     fetched_at: float = 0.0
     last_applied: tuple[SlurmEntity, ...] | None = None
-    ledgers: dict[str, TeamUsage] = field(default_factory=dict)
-    periods: dict[str, Any] = field(default_factory=dict)
+    ledgers: Ledgers = field(default_factory=lambda: Ledgers({}, {}))
     levels: dict[str, BudgetLevel] = field(default_factory=dict)
     accrued_at: float | None = None
     cluster_keys: tuple[object, ...] | None = None
@@ -196,33 +202,17 @@ def _jobs(kube: Kube, cluster: SlurmCluster | None) -> list[JobUse] | None:
 def _accrue(memory: _Source, policy: Policy, obs: dict[str, Observation], now: float) -> None:
     elapsed = 0.0 if memory.accrued_at is None else min(now - memory.accrued_at, MAX_ACCRUE_SECONDS)
     memory.accrued_at = now
-    half_life = policy.half_life_hours * 3600.0
-    wall = time.time()
-    for team in policy.teams:
-        usage = memory.ledgers.get(team.name, TeamUsage())
-        if team.budget is not None:
-            period = team.budget.period_of(dt.datetime.fromtimestamp(wall, dt.UTC))[0]
-            if memory.periods.get(team.name, period) != period:
-                usage = TeamUsage(decayed_gpu_seconds=usage.decayed_gpu_seconds)
-            memory.periods[team.name] = period
-        memory.ledgers[team.name] = accrue(
-            usage, elapsed, obs.get(team.name, Observation()), half_life
-        )
+    wall = dt.datetime.now(dt.UTC)
+    memory.ledgers = advance_ledgers(policy, memory.ledgers, obs, elapsed, wall)
 
 
 def _seed(memory: _Source, obj: Manifest) -> None:
     """After a restart: the period usage the status last reported."""
-    if memory.ledgers:
+    if memory.ledgers.usage:
         return
-    for raw in (obj.get("status") or {}).get("allocations") or []:
-        team = TeamStatus.model_validate(raw)
-        memory.ledgers[team.name] = TeamUsage(
-            decayed_gpu_seconds=team.usage.decayed_gpu_hours * 3600,
-            period_gpu_seconds=team.usage.period_gpu_hours * 3600,
-            slurm_period_gpu_seconds=team.usage.slurm_period_gpu_hours * 3600,
-            kueue_period_gpu_seconds=team.usage.kueue_period_gpu_hours * 3600,
-        )
-        memory.levels[team.name] = BudgetLevel[team.budget_level]
+    usage, levels = ledgers_from_status((obj.get("status") or {}).get("allocations") or [])
+    memory.ledgers = Ledgers(usage, {})
+    memory.levels = levels
 
 
 def sync_source(
@@ -250,7 +240,7 @@ def sync_source(
         workloads = tuple(lending_workloads(kube))
     observations = observe_teams(policy, _jobs(kube, cluster), workloads)
     _accrue(memory, policy, observations, now)
-    gates = plan_all_gates(policy, observations, memory.ledgers)
+    gates = plan_all_gates(policy, observations, dict(memory.ledgers.usage))
     changes: tuple[SlurmChange, ...] = ()
     slurm_error = ""
     if cluster is not None:
@@ -267,7 +257,7 @@ def sync_source(
         compile_kueue(policy, {t: g.kueue for t, g in gates.items()}),
         source_label(namespace, name),
     )
-    teams = teams_status(policy, observations, memory.ledgers, gates)
+    teams = teams_status(policy, observations, memory.ledgers.usage, gates)
     outcome = SyncOutcome(
         slurm_error=slurm_error,
         kueue_error=kueue_error,

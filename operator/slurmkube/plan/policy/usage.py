@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from slurmkube.api import well_known as wk
+from slurmkube.api.allocation_source import TeamStatus
 from slurmkube.plan.policy.gates import TeamGates
-from slurmkube.plan.policy.ledger import Observation, TeamUsage, entitlement
+from slurmkube.plan.policy.ledger import BudgetLevel, Observation, TeamUsage, accrue, entitlement
 from slurmkube.plan.policy.model import Policy, TeamAllocation
 
 
@@ -122,3 +124,52 @@ def teams_status(
         )
         for t in policy.teams
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Ledgers:
+    """Every team's ledger, and the budget period it was counting."""
+
+    usage: Mapping[str, TeamUsage]
+    periods: Mapping[str, datetime]
+
+
+def advance_ledgers(
+    policy: Policy,
+    ledgers: Ledgers,
+    observations: Mapping[str, Observation],
+    seconds: float,
+    now: datetime,
+) -> Ledgers:
+    """The ledgers `seconds` later, each team having used what it uses now; a
+    team whose budget period turned over starts the new one at 0 (its decayed
+    usage carries on: fair share has no periods)."""
+    usage: dict[str, TeamUsage] = {}
+    periods: dict[str, datetime] = {}
+    for team in policy.teams:
+        current = ledgers.usage.get(team.name, TeamUsage())
+        if team.budget is not None:
+            period = team.budget.period_of(now)[0]
+            if ledgers.periods.get(team.name, period) != period:
+                current = TeamUsage(decayed_gpu_seconds=current.decayed_gpu_seconds)
+            periods[team.name] = period
+        obs = observations.get(team.name, Observation())
+        usage[team.name] = accrue(current, seconds, obs, policy.half_life_hours * 3600.0)
+    return Ledgers(usage, periods)
+
+
+def ledgers_from_status(
+    allocations: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, TeamUsage], dict[str, BudgetLevel]]:
+    """After an operator restart: the usage and levels the status last reported."""
+    usage, levels = {}, {}
+    for raw in allocations:
+        team = TeamStatus.model_validate(raw)
+        usage[team.name] = TeamUsage(
+            decayed_gpu_seconds=team.usage.decayed_gpu_hours * 3600,
+            period_gpu_seconds=team.usage.period_gpu_hours * 3600,
+            slurm_period_gpu_seconds=team.usage.slurm_period_gpu_hours * 3600,
+            kueue_period_gpu_seconds=team.usage.kueue_period_gpu_hours * 3600,
+        )
+        levels[team.name] = BudgetLevel[team.budget_level]
+    return usage, levels
