@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.mariadb import MariaDB, running_mariadb
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
 from slurmkube_e2e.waiting import wait_for
 
@@ -96,3 +97,10 @@ def operator(
     finally:
         if process.stop() not in (0, -15, None):
             print(process.tail())
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDB]:
+    """A MariaDB on the host for a module's slurmdbd (test_accounting, test_policy)."""
+    with running_mariadb(Path(tmp_path_factory.mktemp("mariadb"))) as db:
+        yield db

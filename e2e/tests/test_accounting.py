@@ -7,57 +7,23 @@ Secret and the operator's slurmdbd Secret, nowhere else.
 from __future__ import annotations
 
 import base64
-import secrets
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from slurmkube_e2e.accounting import accounted_cluster
 from slurmkube_e2e.kube import Kube
-from slurmkube_e2e.mariadb import DATABASE, MariaDB, running_mariadb
-from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster, wait_job
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.mariadb import MariaDB
+from slurmkube_e2e.operator_cluster import API, in_ctld, wait_job
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDB]:
-    with running_mariadb(Path(tmp_path_factory.mktemp("mariadb"))) as db:
-        yield db
-
-
-@pytest.fixture(scope="module")
 def accounted(kube: Kube, operator: None, database: MariaDB) -> Iterator[str]:
-    namespace = f"e2e-accounting-{secrets.token_hex(2)}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "db-login", "namespace": namespace},
-            "stringData": {"username": database.user, "password": database.password},
-        }
-    )
-    accounting = {
-        "enabled": True,
-        "database": {
-            "host": database.host,
-            "port": database.port,
-            "name": DATABASE,
-            "secretName": "db-login",
-        },
-    }
-    try:
-        for doc in docs(namespace, replicas=2, accounting=accounting):
-            kube.apply(doc)
-        ready_cluster(kube, namespace, timeout=240)
+    with accounted_cluster(kube, database, "e2e-accounting") as namespace:
         yield namespace
-    finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
 
 
 def sacct_state(namespace: str, job: str, timeout: float = 90) -> str:

@@ -197,6 +197,20 @@ def _policy_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_status(args: argparse.Namespace) -> int:
+    from slurmkube.api import well_known as wk
+    from slurmkube.kube.client import Kube, load_config
+    from slurmkube.plan.policy.output import status_text
+
+    obj = Kube(load_config(os.environ.get("KUBECONFIG"))).get(
+        wk.API_VERSION, "AllocationSource", args.name, args.namespace
+    )
+    if obj is None:
+        raise UsageError(f"AllocationSource {args.namespace}/{args.name} not found")
+    print(status_text(obj), end="")
+    return 0
+
+
 def _policy_schema(_: argparse.Namespace) -> int:
     from slurmkube.plan.policy.sources import document_schema_text
 
@@ -211,10 +225,11 @@ def _operator(args: argparse.Namespace) -> int:
     import kopf
 
     # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check,
-    # node health.
+    # node health, the allocation policy.
     import slurmkube.controllers.handlers
     import slurmkube.controllers.health
     import slurmkube.controllers.lending
+    import slurmkube.controllers.policy
     from slurmkube import metrics
     from slurmkube.controllers import failpoints
     from slurmkube.controllers.clients import SlurmClients
@@ -324,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
         "schema", help="print the JSON schema of the allocations document (docs/)"
     )
     schema.set_defaults(func=_policy_schema)
+    status = policy_sub.add_parser("status", help="a live AllocationSource's teams and conditions")
+    status.add_argument("name")
+    status.add_argument("--namespace", "-n", default="default")
+    status.set_defaults(func=_policy_status)
 
     operator = sub.add_parser("operator", help="run the operator (kopf)")
     scope = operator.add_mutually_exclusive_group()

@@ -23,6 +23,7 @@ from pathlib import Path
 from slurmkube_local.local_slurm import free_ports, slurm_prefix
 
 CLUSTER = "policytest"
+HOST = "127.0.0.1"
 MARIADBD = Path("/usr/sbin/mariadbd")
 
 
@@ -31,7 +32,12 @@ class LocalSlurmdbd:
     root: Path
     prefix: Path
     db_port: int
+    dbd_port: int
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def jwt_key(self) -> bytes:
+        return (self.root / "etc" / "jwt.key").read_bytes()
 
     @property
     def env(self) -> dict[str, str]:
@@ -94,9 +100,12 @@ def _write_configs(root: Path, db_port: int, dbd_port: int) -> None:
     etc = root / "etc"
     key = etc / "slurm.key"
     key.write_bytes(secrets.token_bytes(1024))
+    (etc / "jwt.key").write_bytes(secrets.token_bytes(32))
     common = f"AuthType=auth/slurm\nAuthInfo={key}\n"
+    # auth/jwt as slurmkube's slurmdbd.conf has it: the operator's sacctmgr signs with jwt.key.
+    jwt = f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={etc / 'jwt.key'}\n"
     (etc / "slurmdbd.conf").write_text(
-        f"{common}DbdAddr=127.0.0.1\nDbdHost=localhost\nDbdPort={dbd_port}\nSlurmUser=root\n"
+        f"{common}{jwt}DbdAddr=127.0.0.1\nDbdHost=localhost\nDbdPort={dbd_port}\nSlurmUser=root\n"
         f"StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStoragePort={db_port}\n"
         f"StorageUser=root\nStorageLoc=slurm_acct_db\nLogFile={root / 'log' / 'slurmdbd.log'}\n"
         f"PidFile={root / 'run' / 'slurmdbd.pid'}\n"
@@ -108,7 +117,7 @@ def _write_configs(root: Path, db_port: int, dbd_port: int) -> None:
         "AccountingStorageTRES=gres/gpu\nGresTypes=gpu\n"
         "NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=n1\n"
     )
-    for path in (key, etc / "slurmdbd.conf"):
+    for path in (key, etc / "slurmdbd.conf", etc / "jwt.key"):
         os.chmod(path, 0o600)
 
 
@@ -119,7 +128,7 @@ def start_local_slurmdbd() -> Iterator[LocalSlurmdbd]:
     for sub in ("etc", "log", "run", "data"):
         (root / sub).mkdir()
     db_port, dbd_port = free_ports(2)
-    dbd = LocalSlurmdbd(root, prefix, db_port)
+    dbd = LocalSlurmdbd(root, prefix, db_port, dbd_port)
     _write_configs(root, db_port, dbd_port)
     try:
         subprocess.run(

@@ -1,9 +1,8 @@
-"""The planned `sacctmgr -i` commands against a real slurmdbd (24.11, MariaDB).
-
-The reader below turns `sacctmgr -P show` back into `SlurmEntity`s so the diff
-can be checked on what slurmdbd really stores: applied once, nothing is left
-to change; a hand edit comes back as drift and is put back; objects slurmkube
-does not own are left alone.
+"""The planned `sacctmgr -i` commands against a real slurmdbd (24.11, MariaDB),
+through the operator's adapter (`slurm.accounting`: sacctmgr authenticated by a
+JWT alone) and its reader (`plan.policy.observed`): applied once, nothing is
+left to change; a hand edit comes back as drift and is put back; objects
+slurmkube does not own are left alone; a token from another key is refused.
 """
 
 from __future__ import annotations
@@ -13,9 +12,13 @@ from collections.abc import Iterator
 import pytest
 
 from slurmkube.plan.policy import SlurmEntity, compile_slurm, diff_slurm, sacctmgr_commands
+from slurmkube.plan.policy.observed import observed_entities
 from slurmkube.plan.policy.slurm_diff import SlurmChange
+from slurmkube.slurm.accounting import SacctmgrClient, accounting_client_config
+from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.rest import JwtMinter
 from slurmkube_local.local_slurm import slurm_prefix
-from slurmkube_local.local_slurmdbd import LocalSlurmdbd, start_local_slurmdbd
+from slurmkube_local.local_slurmdbd import CLUSTER, HOST, LocalSlurmdbd, start_local_slurmdbd
 from tests.unit.policy_builders import TeamBuilder, policy, two_teams
 
 pytestmark = pytest.mark.integration
@@ -29,77 +32,46 @@ def slurmdbd() -> Iterator[LocalSlurmdbd]:
         yield dbd
 
 
-def _rows(dbd: LocalSlurmdbd, *argv: str) -> list[list[str]]:
-    out = dbd.sacctmgr(["sacctmgr", "-P", "-n", "show", *argv]).stdout
-    return [line.split("|") for line in out.splitlines() if line]
+@pytest.fixture(scope="module")
+def sacctmgr(slurmdbd: LocalSlurmdbd, tmp_path_factory: pytest.TempPathFactory) -> SacctmgrClient:
+    """The operator's adapter: its own client config, a JWT from jwt.key, no slurm.key."""
+    config = tmp_path_factory.mktemp("sacctmgr") / "slurm.conf"
+    config.write_text(accounting_client_config(CLUSTER, HOST, slurmdbd.dbd_port))
+    return SacctmgrClient(
+        config_path=config,
+        jwt=JwtMinter(slurmdbd.jwt_key, "root", lifespan=600),
+        bin_dir=slurmdbd.prefix / "bin",
+    )
 
 
-def _sorted_list(value: str) -> str:
-    return ",".join(sorted(filter(None, value.split(","))))
+def _rows(client: SacctmgrClient, entity: str, fields: str) -> list[list[str]]:
+    return [list(r.values()) for r in client.show(entity, fields.split(","))]
 
 
-def observe(dbd: LocalSlurmdbd) -> tuple[SlurmEntity, ...]:
-    entities = [
-        SlurmEntity(
-            "qos",
-            name,
-            "",
-            tuple(
-                sorted(
-                    {
-                        "Description": descr,
-                        "Flags": flags,
-                        "GrpTRESMins": mins,
-                        "Preempt": _sorted_list(preempt),
-                        "Priority": priority,
-                    }.items()
-                )
-            ),
-        )
-        for name, priority, preempt, mins, flags, descr in _rows(
-            dbd, "qos", "format=Name,Priority,Preempt,GrpTRESMins,Flags,Description"
-        )
-    ]
-    accounts = {a: (d, o) for a, d, o in _rows(dbd, "account", "format=Account,Descr,Org")}
-    for account, user, share, grptres, qos, default in _rows(
-        dbd, "assoc", "format=Account,User,Fairshare,GrpTRES,QOS,DefaultQOS"
-    ):
-        if user:
-            entities.append(SlurmEntity("user", user, account))
-            continue
-        descr, org = accounts[account]
-        attrs = {
-            "DefaultQOS": default,
-            "Description": descr,
-            "Fairshare": share,
-            "GrpTRES": grptres,
-            "Organization": org,
-            "QOS": _sorted_list(qos),
-        }
-        entities.append(SlurmEntity("account", account, "", tuple(sorted(attrs.items()))))
-    return tuple(e for e in entities if e.name != "root" and e.account != "root")
+def observe(client: SacctmgrClient) -> tuple[SlurmEntity, ...]:
+    return observed_entities(client.show_qos(), client.show_accounts(), client.show_associations())
 
 
-def apply(dbd: LocalSlurmdbd, changes: tuple[SlurmChange, ...]) -> None:
+def apply(client: SacctmgrClient, changes: tuple[SlurmChange, ...]) -> None:
     for argv in sacctmgr_commands(changes):
-        dbd.sacctmgr(argv)
+        client.run(argv)
 
 
 def test_planned_commands_build_the_policy_and_a_second_plan_is_empty(
-    slurmdbd: LocalSlurmdbd,
+    sacctmgr: SacctmgrClient,
 ) -> None:
     desired = compile_slurm(two_teams()).entities
-    apply(slurmdbd, diff_slurm(desired, observe(slurmdbd)))
-    assert diff_slurm(desired, observe(slurmdbd)) == ()
-    shown = {(r[0], r[1]): r for r in _rows(slurmdbd, "assoc", "format=Account,User,GrpTRES")}
+    apply(sacctmgr, diff_slurm(desired, observe(sacctmgr)))
+    assert diff_slurm(desired, observe(sacctmgr)) == ()
+    shown = {(r[0], r[1]): r for r in _rows(sacctmgr, "assoc", "Account,User,GrpTRES")}
     assert shown[("team-a", "")][2] == "gres/gpu=8"
     assert ("team-a", "alice") in shown
 
 
-def test_a_hand_edit_is_drift_and_is_put_back(slurmdbd: LocalSlurmdbd) -> None:
+def test_a_hand_edit_is_drift_and_is_put_back(sacctmgr: SacctmgrClient) -> None:
     desired = compile_slurm(two_teams()).entities
-    apply(slurmdbd, diff_slurm(desired, observe(slurmdbd)))
-    slurmdbd.sacctmgr(
+    apply(sacctmgr, diff_slurm(desired, observe(sacctmgr)))
+    sacctmgr.run(
         [
             "sacctmgr",
             "-i",
@@ -111,20 +83,39 @@ def test_a_hand_edit_is_drift_and_is_put_back(slurmdbd: LocalSlurmdbd) -> None:
             "GrpTRES=gres/gpu=64",
         ]
     )
-    (change,) = diff_slurm(desired, observe(slurmdbd), last_applied=desired)
+    (change,) = diff_slurm(desired, observe(sacctmgr), last_applied=desired)
     assert change.drift and change.changed == (("GrpTRES", "gres/gpu=64", "gres/gpu=8"),)
-    apply(slurmdbd, (change,))
-    assert diff_slurm(desired, observe(slurmdbd)) == ()
+    apply(sacctmgr, (change,))
+    assert diff_slurm(desired, observe(sacctmgr)) == ()
 
 
-def test_a_removed_team_goes_and_foreign_accounts_stay(slurmdbd: LocalSlurmdbd) -> None:
-    apply(slurmdbd, diff_slurm(compile_slurm(two_teams()).entities, observe(slurmdbd)))
-    slurmdbd.sacctmgr(["sacctmgr", "-i", "add", "account", "Name=physics", "Description=dept"])
-    slurmdbd.sacctmgr(["sacctmgr", "-i", "add", "user", "Name=zoe", "Account=physics"])
+def test_a_removed_team_goes_and_foreign_accounts_stay(sacctmgr: SacctmgrClient) -> None:
+    apply(sacctmgr, diff_slurm(compile_slurm(two_teams()).entities, observe(sacctmgr)))
+    sacctmgr.run(["sacctmgr", "-i", "add", "account", "Name=physics", "Description=dept"])
+    sacctmgr.run(["sacctmgr", "-i", "add", "user", "Name=zoe", "Account=physics"])
     after = compile_slurm(policy(TeamBuilder("team-b").gpus(4).users("carol").obj())).entities
-    apply(slurmdbd, diff_slurm(after, observe(slurmdbd)))
-    observed = {e.key for e in observe(slurmdbd)}
+    apply(sacctmgr, diff_slurm(after, observe(sacctmgr)))
+    observed = {e.key for e in observe(sacctmgr)}
     assert ("account", "team-a", "") not in observed
     assert ("qos", "budget-team-a", "") not in observed
     assert {("account", "physics", ""), ("user", "zoe", "physics")} <= observed
-    assert diff_slurm(after, observe(slurmdbd)) == ()
+    assert diff_slurm(after, observe(sacctmgr)) == ()
+
+
+def test_a_token_from_another_key_is_refused(
+    slurmdbd: LocalSlurmdbd, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    config = tmp_path_factory.mktemp("forged") / "slurm.conf"
+    config.write_text(accounting_client_config(CLUSTER, HOST, slurmdbd.dbd_port))
+    forged = SacctmgrClient(
+        config_path=config,
+        jwt=JwtMinter(b"x" * 32, "root", lifespan=600),
+        bin_dir=slurmdbd.prefix / "bin",
+    )
+    with pytest.raises(SlurmError):
+        forged.run(["sacctmgr", "-i", "add", "account", "Name=forged", "Description=x"])
+
+
+def test_a_command_that_is_not_sacctmgr_is_refused(sacctmgr: SacctmgrClient) -> None:
+    with pytest.raises(ValueError, match="not a sacctmgr command"):
+        sacctmgr.run(["scontrol", "show", "config"])

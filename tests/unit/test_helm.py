@@ -63,10 +63,22 @@ HANDLERS = "controllers/handlers.py"
 CACHES = "controllers/caches.py"
 LENDING = "controllers/lending.py"
 APPLY = "controllers/apply.py"
+POLICY = "controllers/policy.py"
+POLICY_APPLY = "controllers/policy_apply.py"
 
 # (apiGroup, resource) -> verb -> its caller, for every namespaced kind: in the
 # ClusterRole when the operator watches every namespace, else in watchNamespace's Role.
 NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("slurmkube.io", "allocationsources"): {
+        "get": Caller(POLICY, 'kube.get(wk.API_VERSION, "AllocationSource"'),
+        "list": Caller(POLICY, 'kube.list(wk.API_VERSION, "AllocationSource"'),
+        "watch": Caller(POLICY, '@kopf.on.event(GROUP, VERSION, "allocationsources")'),
+        # kopf's finalizer, which an on.delete handler needs.
+        "patch": Caller(POLICY, '@kopf.on.delete(GROUP, VERSION, "allocationsources")'),
+    },
+    ("slurmkube.io", "allocationsources/status"): {
+        "patch": Caller(POLICY_APPLY, 'kube.patch_status(wk.API_VERSION, "AllocationSource"'),
+    },
     ("slurmkube.io", "slurmclusters"): {
         "get": Caller("controllers/observe.py", 'kube.get(API, "SlurmCluster"'),
         **kopf_watch(HANDLERS, '@kopf.on.event(GROUP, VERSION, "slurmclusters")'),
@@ -114,6 +126,16 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     },
 }
 KUEUE_NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
+    ("slurmkube.io", "allocationsources"): {
+        "get": Caller(POLICY, 'kube.get(wk.API_VERSION, "AllocationSource"'),
+        "list": Caller(POLICY, 'kube.list(wk.API_VERSION, "AllocationSource"'),
+        "watch": Caller(POLICY, '@kopf.on.event(GROUP, VERSION, "allocationsources")'),
+        # kopf's finalizer, which an on.delete handler needs.
+        "patch": Caller(POLICY, '@kopf.on.delete(GROUP, VERSION, "allocationsources")'),
+    },
+    ("slurmkube.io", "allocationsources/status"): {
+        "patch": Caller(POLICY_APPLY, 'kube.patch_status(wk.API_VERSION, "AllocationSource"'),
+    },
     ("kueue.x-k8s.io", "workloads"): {
         "list": Caller(CACHES, '@kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")'),
         "watch": Caller(LENDING, 'kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")'),
@@ -161,6 +183,14 @@ KUEUE_CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
             "delete": Caller(HANDLERS, 'kube.delete("kueue.x-k8s.io/v1beta2", kind'),
         }
         for kind in ("resourceflavors", "topologies")
+    },
+    **{
+        ("kueue.x-k8s.io", kind): {
+            **applied(POLICY_APPLY, "kube.apply(obj)"),
+            "list": Caller(POLICY_APPLY, "kube.list(KUEUE_API, kind, None,"),
+            "delete": Caller(POLICY_APPLY, "kube.delete(KUEUE_API, kind, name, namespace)"),
+        }
+        for kind in ("cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses")
     },
 }
 # kopf lists and watches namespaces when it serves named namespaces.

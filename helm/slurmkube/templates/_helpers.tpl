@@ -89,6 +89,15 @@ checks each against the code); no wildcards. Secrets are apart
   # patch: controllers/status.py writes conditions and counts (merge patch).
   verbs: [patch]
 - apiGroups: [slurmkube.io]
+  resources: [allocationsources]
+  # get/list/watch: the allocation policy's sources. patch: kopf's finalizer
+  # (its Kueue queues are cluster-scoped, so they go by label on deletion).
+  verbs: [get, list, watch, patch]
+- apiGroups: [slurmkube.io]
+  resources: [allocationsources/status]
+  # patch: per-team quota, usage, headroom, gates; Synced, SourceReachable.
+  verbs: [patch]
+- apiGroups: [slurmkube.io]
   resources: [slurmclusters/finalizers, nodesets/finalizers]
   # update: children carry owner references with blockOwnerDeletion, which the
   # OwnerReferencesPermissionEnforcement admission plugin allows only to

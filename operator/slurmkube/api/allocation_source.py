@@ -222,6 +222,11 @@ class AllocationSourceSpec(StrictModel):
     coldfront: ColdFrontSource | None = None
     http: HttpSource | None = None
     inline: InlineSource | None = None
+    cluster_ref: str | None = Field(
+        None, alias="clusterRef", max_length=63, json_schema_extra={"pattern": _DNS_LABEL}
+    )
+    """The SlurmCluster (same namespace) whose slurmdbd gets the accounts, associations
+    and QOS, and whose slurm.conf gets the policy's keys; unset: Kueue only."""
     tiers: list[Tier] = Field(default_factory=_default_tiers, min_length=1, max_length=16)
     """Priority tiers; order does not matter, priority does."""
     default_tier: str = Field("normal", alias="defaultTier", json_schema_extra=_ACCOUNT)
@@ -249,12 +254,48 @@ class AllocationSourceSpec(StrictModel):
         return self
 
 
+class TeamUsageStatus(LenientModel):
+    slurm_gpus: int = Field(0, alias="slurmGPUs")
+    kueue_gpus: int = Field(0, alias="kueueGPUs")
+    period_gpu_hours: float = Field(0.0, alias="periodGPUHours")
+    """GPU-hours this period, Slurm + Kueue (what the budget thresholds read)."""
+    slurm_period_gpu_hours: float = Field(0.0, alias="slurmPeriodGPUHours")
+    kueue_period_gpu_hours: float = Field(0.0, alias="kueuePeriodGPUHours")
+    decayed_gpu_hours: float = Field(0.0, alias="decayedGPUHours")
+    """Usage decayed with halfLifeHours (what fair share reads)."""
+
+
+class TeamGatesStatus(LenientModel):
+    slurm_grp_tres: int = Field(0, alias="slurmGrpTRES")
+    kueue_nominal_quota: int = Field(0, alias="kueueNominalQuota")
+    kueue_stop_policy: str = Field("None", alias="kueueStopPolicy")
+
+
+class TeamStatus(LenientModel):
+    """One team as the operator last enforced it."""
+
+    name: str
+    gpus: int = 0
+    gpu_hours: float | None = Field(None, alias="gpuHours")
+    """The period's entitlement (base + carry-over); unset: no budget."""
+    tier: str = ""
+    """The tier new work runs at now."""
+    budget_level: str = Field("OK", alias="budgetLevel")
+    usage: TeamUsageStatus = Field(default_factory=TeamUsageStatus)
+    headroom: int = 0
+    """GPUs the team may still start, on both schedulers together."""
+    gates: TeamGatesStatus = Field(default_factory=TeamGatesStatus)
+    reason: str = ""
+
+
 class AllocationSourceStatus(LenientModel):
     conditions: list[Condition] = Field(default_factory=list)
     last_sync_time: str | None = Field(None, alias="lastSyncTime")
     etag: str | None = None
     """The ETag of the document last applied (http sources)."""
     teams: int = 0
+    allocations: list[TeamStatus] = Field(default_factory=list)
+    """Per team: quota, budget, usage on each scheduler, headroom, gates, reason."""
 
 
 class AllocationSource(StrictModel):

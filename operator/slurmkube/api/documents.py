@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from slurmkube.api.grammar import InvalidValue
+from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
 
 
@@ -20,6 +20,10 @@ from slurmkube.api.models import KubeNode, NodeSet, SlurmCluster
 class ClusterBundle:
     cluster: SlurmCluster
     node_sets: tuple[NodeSet, ...]
+    # slurm.conf keys of the AllocationSource whose clusterRef names this cluster
+    # (`plan.policy.slurm.slurm_config_keys`), and which one, for errors.
+    policy_keys: tuple[tuple[SlurmToken, SlurmToken], ...] = ()
+    policy_source: str = ""
 
 
 def _items(documents: Iterable[Any]) -> list[tuple[int, Mapping[str, Any]]]:

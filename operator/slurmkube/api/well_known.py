@@ -5,7 +5,8 @@ Discovery sets; the topology tier keys are slurmkube's defaults and can be
 changed per SlurmCluster (`spec.topology.tierLabels`).
 """
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 GROUP: Final = "slurmkube.io"
 API_VERSION: Final = f"{GROUP}/v1alpha1"
@@ -92,3 +93,17 @@ SLURMDBD_PORT: Final = 6819
 # Paths inside the slurm image.
 CONFIG_DIR: Final = "/etc/slurm"
 STATE_DIR: Final = "/var/spool/slurmctld"
+
+
+def container_gpus(resources: Mapping[str, Any]) -> int:
+    """nvidia.com/gpu of a container's `resources` (limits, else requests; 0 if unreadable).
+
+    Extended resources: requests equal limits, and either may be given alone."""
+    for kind in ("limits", "requests"):
+        value = (resources.get(kind) or {}).get(RESOURCE_GPU)
+        if value is not None:
+            try:
+                return int(str(value))
+            except ValueError:
+                return 0
+    return 0

@@ -23,9 +23,11 @@ from slurmkube.build.names import deployment_context, names_of
 from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube
 from slurmkube.render.config import TOPOLOGY_PLUGINS
+from slurmkube.slurm.accounting import SacctmgrClient, accounting_client_config
 from slurmkube.slurm.cli import CliClient
-from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
+from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client, write_client_config
 from slurmkube.slurm.rest import RestClient
+from slurmkube.slurm.tokens import JwtMinter
 
 MAX_AGE_SECONDS = 600.0
 Key = tuple[str, str]
@@ -43,6 +45,7 @@ class _Kept:
     made_at: float
     rest: RestClient | None = None
     scontrol: CliClient | None = None
+    sacctmgr: SacctmgrClient | None = None
 
 
 class SlurmClients:
@@ -52,6 +55,7 @@ class SlurmClients:
         self._lock = threading.Lock()
         self._rest: dict[Key, _Kept] = {}
         self._scontrol: dict[Key, _Kept] = {}
+        self._sacctmgr: dict[Key, _Kept] = {}
 
     def rest(self, kube: Kube, cluster: SlurmCluster) -> RestClient | None:
         """slurmrestd of this cluster, with JWTs minted from its key, reservation
@@ -93,14 +97,34 @@ class SlurmClients:
             )
             kept.scontrol = jwt_cli_client(
                 config=config,
-                config_dir=Path(tempfile.gettempdir())
-                / "slurmkube"
-                / f"{names.namespace}-{cluster.metadata.name}",
+                config_dir=_config_dir(cluster),
                 jwt_key=key,
                 user=deployment_context(cluster).slurm_user,
                 bin_dir=Path(prefix) / "bin" if prefix else None,
             )
         return kept.scontrol
+
+    def sacctmgr(self, kube: Kube, cluster: SlurmCluster) -> SacctmgrClient | None:
+        """sacctmgr authenticated by a JWT (`slurmkube.slurm.accounting`): the
+        allocation policy's accounts, associations and QOS in slurmdbd; None
+        without accounting, a jwt.key or slurmdbd's address."""
+        key = jwt_key(kube, cluster)
+        if not key or not cluster.spec.accounting.enabled:
+            return None
+        address = self._settings.endpoints.slurmdbd_address(kube, cluster)
+        if not address:
+            return None
+        kept = self._kept(self._sacctmgr, cluster, (address, key))
+        if kept.sacctmgr is None:
+            config = accounting_client_config(cluster.slurm_cluster_name, address, wk.SLURMDBD_PORT)
+            path = write_client_config(_config_dir(cluster) / "accounting", config)
+            prefix = self._settings.slurm_prefix
+            kept.sacctmgr = SacctmgrClient(
+                config_path=path,
+                jwt=JwtMinter(key, deployment_context(cluster).slurm_user, lifespan=600),
+                bin_dir=Path(prefix) / "bin" if prefix else None,
+            )
+        return kept.sacctmgr
 
     def _kept(
         self, store: dict[Key, _Kept], cluster: SlurmCluster, made_from: tuple[object, ...]
@@ -121,9 +145,15 @@ class SlurmClients:
         with self._lock:
             kept = self._rest.pop((namespace, name), None)
             self._scontrol.pop((namespace, name), None)
+            self._sacctmgr.pop((namespace, name), None)
         if kept is not None and kept.rest is not None:
             kept.rest.close()
 
     def close_all(self) -> None:
         for namespace, name in list(self._rest):
             self.close(namespace, name)
+
+
+def _config_dir(cluster: SlurmCluster) -> Path:
+    names = names_of(cluster)
+    return Path(tempfile.gettempdir()) / "slurmkube" / f"{names.namespace}-{cluster.metadata.name}"

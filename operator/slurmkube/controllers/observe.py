@@ -7,17 +7,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from pydantic import ValidationError
 
 from slurmkube.api import well_known as wk
+from slurmkube.api.allocation_source import AllocationSourceSpec
 from slurmkube.api.documents import ClusterBundle
-from slurmkube.api.grammar import InvalidValue
+from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
 from slurmkube.build.names import names_of
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan import autoscale
 from slurmkube.plan.model import Observed, PodView, SlurmNodeView
+from slurmkube.plan.policy.slurm import slurm_config_keys
 from slurmkube.plan.status import POD_CONDITION
 from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.slurm.errors import SlurmError
@@ -165,8 +168,12 @@ def observe(
         return None
     cluster = from_object(SlurmCluster, cluster_obj)
     node_set_objs = {ns["metadata"]["name"]: ns for ns in node_sets}
+    policy_source, policy_keys = _allocation_policy(kube, namespace, name)
     bundle = ClusterBundle(
-        cluster, tuple(_node_set(node_set_objs[n]) for n in sorted(node_set_objs))
+        cluster,
+        tuple(_node_set(node_set_objs[n]) for n in sorted(node_set_objs)),
+        policy_keys=policy_keys,
+        policy_source=policy_source,
     )
     # By name, as a Node list returns them.
     fleet = [e.fleet for _, e in sorted(nodes.items()) if e.fleet is not None]
@@ -192,6 +199,30 @@ def observe(
         slurm=None,
         slurm_error="Slurm not asked yet",
     )
+
+
+def _allocation_policy(
+    kube: Kube, namespace: str, name: str
+) -> tuple[str, tuple[tuple[SlurmToken, SlurmToken], ...]]:
+    """The slurm.conf keys of the AllocationSource whose clusterRef names this
+    cluster (the first by name; the policy controller reports a second one)."""
+    try:
+        objects = kube.list(API, "AllocationSource", namespace)
+    except ResourceNotFoundError:
+        return "", ()  # the CRD is not installed
+    for obj in sorted(objects, key=lambda o: str(o["metadata"]["name"])):
+        spec = obj.get("spec") or {}
+        if spec.get("clusterRef") != name:
+            continue
+        try:
+            parsed = AllocationSourceSpec.model_validate(spec)
+        except ValidationError:
+            continue  # its own controller reports the field
+        return (
+            f"AllocationSource {obj['metadata']['name']}",
+            slurm_config_keys(parsed.half_life_hours),
+        )
+    return "", ()
 
 
 def observe_rest(

@@ -28,6 +28,8 @@ class Endpoints(Protocol):
 
     def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None: ...
 
+    def slurmdbd_address(self, kube: Kube, cluster: SlurmCluster) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class ServiceEndpoints:
@@ -39,6 +41,9 @@ class ServiceEndpoints:
 
     def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
         return names_of(cluster).controller_fqdn
+
+    def slurmdbd_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        return names_of(cluster).slurmdbd_fqdn
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,15 @@ class PodIpEndpoints:
         pod = kube.get("v1", "Pod", names.controller_pod, names.namespace)
         return ((pod or {}).get("status") or {}).get("podIP") or None
 
+    def slurmdbd_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        names = names_of(cluster)
+        selector = f"{wk.LABEL_CLUSTER}={cluster.metadata.name},{wk.LABEL_NAME}=slurmdbd"
+        for pod in kube.list("v1", "Pod", names.namespace, selector):
+            ip = (pod.get("status") or {}).get("podIP")
+            if ip and not pod["metadata"].get("deletionTimestamp"):
+                return str(ip)
+        return None
+
 
 @dataclass(frozen=True)
 class FixedRestApi:
@@ -72,6 +86,9 @@ class FixedRestApi:
 
     def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
         return self.base.controller_address(kube, cluster)
+
+    def slurmdbd_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
+        return self.base.slurmdbd_address(kube, cluster)
 
 
 @dataclass(frozen=True)

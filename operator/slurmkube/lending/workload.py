@@ -57,7 +57,7 @@ def _pod_set(raw: Mapping[str, Any]) -> PodSetView:
     template = raw.get("template") or {}
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     containers = (template.get("spec") or {}).get("containers") or []
-    gpus = sum(_gpus(c.get("resources") or {}) for c in containers)
+    gpus = sum(wk.container_gpus(c.get("resources") or {}) for c in containers)
     required = (raw.get("topologyRequest") or {}).get("required") or annotations.get(
         KUEUE_REQUIRED_TOPOLOGY
     )
@@ -70,15 +70,3 @@ def _pod_set(raw: Mapping[str, Any]) -> PodSetView:
         gpus_per_pod=gpus,
         single_block=single,
     )
-
-
-def _gpus(resources: Mapping[str, Any]) -> int:
-    # Extended resources: requests equal limits, and either may be given alone.
-    for kind in ("limits", "requests"):
-        value = (resources.get(kind) or {}).get(wk.RESOURCE_GPU)
-        if value is not None:
-            try:
-                return int(str(value))
-            except ValueError:
-                return 0
-    return 0

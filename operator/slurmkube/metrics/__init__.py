@@ -153,6 +153,31 @@ RESUME_FAILURES = Counter(
     registry=REGISTRY,
 )
 
+POLICY_TEAM_GPUS = Gauge(
+    "slurmkube_policy_team_gpus",
+    "A team's GPUs by kind: quota, in use on slurm or kueue, headroom, and each gate.",
+    ["namespace", "source", "team", "kind"],
+    registry=REGISTRY,
+)
+POLICY_BUDGET_USED = Gauge(
+    "slurmkube_policy_budget_used_ratio",
+    "A team's GPU-hours this period (Slurm + Kueue) over its entitlement (0 without a budget).",
+    ["namespace", "source", "team"],
+    registry=REGISTRY,
+)
+POLICY_SYNCS = Counter(
+    "slurmkube_policy_syncs_total",
+    "AllocationSource syncs by result (applied, unchanged, source_error, apply_error).",
+    ["namespace", "source", "result"],
+    registry=REGISTRY,
+)
+POLICY_DRIFT = Counter(
+    "slurmkube_policy_drift_total",
+    "Slurm accounting objects found changed by hand and put back.",
+    ["namespace", "source"],
+    registry=REGISTRY,
+)
+
 
 HEALTH_NODES = Gauge(
     "slurmkube_health_nodes",

@@ -8,7 +8,7 @@ then only lay the model out (`slurmkube.render.files`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurmkube import __version__
@@ -17,7 +17,7 @@ from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import KubeNode, NodeSet, PriorityWeights
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS, RenderContext
-from slurmkube.render.hostlist import compress
+from slurmkube.render.hostlist import hostlist
 from slurmkube.render.membership import (
     HeldNode,
     Membership,
@@ -25,18 +25,10 @@ from slurmkube.render.membership import (
     membership,
     registered_gpu_type,
 )
+from slurmkube.render.power import PowerSaving, power_saving
 from slurmkube.render.scheduler import BackfillPlan, minutes, plan_backfill
 from slurmkube.topology.fleet import FleetNode, as_fleet, sort_key
 from slurmkube.topology.model import FleetTopology, build_topology
-
-
-def hostlist(names: Iterable[SlurmToken]) -> SlurmToken:
-    """Compressing validated hostnames only adds `[`, `]`, `-`, `,` and digits."""
-    items = list(names)
-    for name in items:
-        if not isinstance(name, SlurmToken):
-            raise TypeError(f"refusing to compress unvalidated {name!r}")
-    return SlurmToken(compress(items))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +79,6 @@ class PartitionLine:
 
 
 @dataclass(frozen=True, slots=True)
-class PowerSaving:
-    """slurm.conf(5) power saving, on while any NodeSet is autoscaled (plan.autoscale)."""
-
-    program: SlurmToken
-    suspend_time: int
-    suspend_timeout: int
-    resume_timeout: int
-    # Nodes Slurm must never power down: every node of a NodeSet driven by
-    # `replicas`, and `<nodes>:<minNodes>` per autoscaled NodeSet.
-    exclude: SlurmToken | None
-
-
-@dataclass(frozen=True, slots=True)
 class SlurmConfig:
     version: SlurmToken
     cluster_name: SlurmToken
@@ -121,6 +100,9 @@ class SlurmConfig:
     gres: tuple[GresLine, ...]
     partitions: tuple[PartitionLine, ...]
     extra: tuple[SlurmToken, ...]
+    # The allocation policy's keys (only with accounting): PriorityDecayHalfLife,
+    # AccountingStorageEnforce/TRES, PreemptType/Mode.
+    policy: tuple[tuple[SlurmToken, SlurmToken], ...]
     topology: FleetTopology
     # NodeSet -> the nodes its selector picks (who should run slurmd).
     members: dict[str, tuple[SlurmToken, ...]]
@@ -271,50 +253,34 @@ def _partitions(
     return tuple(lines)
 
 
-def _power_saving(
-    node_sets: Sequence[NodeSet], members: dict[str, list[FleetNode]], ctx: RenderContext
-) -> PowerSaving | None:
-    scaled = [ns for ns in node_sets if ns.spec.autoscaling.enabled]
-    if not scaled:
-        return None
-    fixed = [
-        n.name
-        for ns in node_sets
-        if not ns.spec.autoscaling.enabled
-        for n in members[ns.metadata.name]
-    ]
-    counted: list[SlurmToken] = []
-    for ns in scaled:
-        names = [n.name for n in members[ns.metadata.name]]
-        minimum = min(ns.spec.autoscaling.min_nodes, len(names))
-        if not minimum:
-            continue
-        nodes = hostlist(names)
-        # Slurm splits a counted SuspendExcNodes at every comma (power_save.c
-        # _parse_exc_nodes), so a counted set must be one comma-free range.
-        if "," in nodes:
-            raise InvalidValue(
-                f"NodeSet {ns.metadata.name} spec.autoscaling.minNodes",
-                str(minimum),
-                f"0, or a NodeSet whose node names form one range (they compress to {nodes})",
-            )
-        counted.append(SlurmToken(f"{nodes}:{minimum}"))
-    # With counts, every comma separates sets, so fixed nodes are listed one by one.
-    parts = [*fixed, *counted] if counted else ([hostlist(fixed)] if fixed else [])
-    spec = [ns.spec.autoscaling for ns in scaled]
-    return PowerSaving(
-        program=grammar.file_path(ctx.power_program, "context.power_program"),
-        suspend_time=min(a.suspend_time_seconds for a in spec),
-        suspend_timeout=max(a.suspend_timeout_seconds for a in spec),
-        resume_timeout=max(a.resume_timeout_seconds for a in spec),
-        exclude=grammar.joined(parts) if parts else None,
-    )
-
-
 def _optional(
     validator: Callable[[object, str], SlurmToken], value: str | None, where: str
 ) -> SlurmToken | None:
     return None if value is None else validator(value, where)
+
+
+# The template sets it for every cluster already.
+_ALWAYS_SET = frozenset({"PriorityType"})
+
+
+def _policy_keys(
+    bundle: ClusterBundle, extra: Sequence[SlurmToken], accounting: bool, where: str
+) -> tuple[tuple[SlurmToken, SlurmToken], ...]:
+    """The AllocationSource's keys, with accounting only (slurmctld cannot enforce
+    associations without slurmdbd); an extraConfig line may not set one of them."""
+    if not accounting:
+        return ()
+    keys = {str(k).lower() for k, _ in bundle.policy_keys}
+    for i, line in enumerate(extra):
+        key = line.split("=", 1)[0]
+        if key.lower() in keys:
+            raise InvalidValue(
+                f"{where} spec.extraConfig[{i}]",
+                line,
+                f"a key the allocation policy does not set ({key} comes from "
+                f"{bundle.policy_source})",
+            )
+    return tuple((k, v) for k, v in bundle.policy_keys if k not in _ALWAYS_SET)
 
 
 def plan_config(
@@ -359,6 +325,11 @@ def plan_config(
         *(n for ns in bundle.node_sets for n in members.lines[ns.metadata.name]),
         *members.unowned,
     ]
+    extra = tuple(
+        grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
+        for i, line in enumerate(spec.extra_config)
+    )
+    policy = _policy_keys(bundle, extra, ctx.accounting_host is not None, where)
     return SlurmConfig(
         version=SlurmToken(__version__),
         cluster_name=grammar.cluster_name(
@@ -383,13 +354,11 @@ def plan_config(
         nodes=lines.nodes,
         gres=lines.gres,
         partitions=partitions,
-        extra=tuple(
-            grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
-            for i, line in enumerate(spec.extra_config)
-        ),
+        extra=extra,
+        policy=policy,
         topology=build_topology(in_node_sets, spec.topology),
         members={name: tuple(n.name for n in nodes) for name, nodes in members.selected.items()},
-        power=_power_saving(bundle.node_sets, members.lines, ctx),
+        power=power_saving(bundle.node_sets, members.lines, ctx),
         held=lines.held,
         shape_of=lines.shape_of,
         problems=tuple(problems or ()),

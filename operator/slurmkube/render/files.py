@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 
 from slurmkube.api.grammar import SlurmToken
-from slurmkube.render.config import SlurmConfig, hostlist
+from slurmkube.render.config import SlurmConfig
+from slurmkube.render.hostlist import hostlist
 from slurmkube.render.templating import render_template
 
 

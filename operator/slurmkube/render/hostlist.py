@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from slurmkube.api.grammar import SlurmToken
+
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
 
 
@@ -75,3 +77,12 @@ def _ranges(numbers: list[int], width: int) -> list[str]:
 def _range(lo: int, hi: int, width: int) -> str:
     first = str(lo).zfill(width)
     return first if lo == hi else f"{first}-{str(hi).zfill(width)}"
+
+
+def hostlist(names: Iterable[SlurmToken]) -> SlurmToken:
+    """Compressing validated hostnames only adds `[`, `]`, `-`, `,` and digits."""
+    items = list(names)
+    for name in items:
+        if not isinstance(name, SlurmToken):
+            raise TypeError(f"refusing to compress unvalidated {name!r}")
+    return SlurmToken(compress(items))

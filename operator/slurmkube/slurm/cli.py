@@ -49,7 +49,7 @@ from slurmkube.slurm.parse import (
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES
 from slurmkube.slurm.topology_text import TopologyRecord, parse_topology
 
-__all__ = ["CliClient", "classify_failure"]
+__all__ = ["CliClient", "classify_failure", "run_slurm_command"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,33 @@ def classify_failure(output: str, operation: str) -> SlurmError:
     if _NOT_FOUND.search(message):
         return SlurmNotFound(message, operation=operation)
     return SlurmRejected(message, operation=operation)
+
+
+def run_slurm_command(
+    command: Sequence[str], env: Mapping[str, str], timeout: float, operation: str
+) -> str:
+    """One Slurm client process (argv list, no shell); its stdout, or the SlurmError
+    its stderr means. `command[0]` is the program (scontrol, sacctmgr)."""
+    program = Path(command[0]).name
+    try:
+        proc = subprocess.run(
+            list(command),
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as err:
+        raise SlurmError(f"{program} not found ({command[0]})", operation=operation) from err
+    except subprocess.TimeoutExpired as err:
+        raise SlurmUnreachable(
+            f"{program} did not finish in {timeout:g}s", operation=operation
+        ) from err
+    if proc.returncode != 0:
+        log.debug("%s failed op=%s rc=%s", program, operation, proc.returncode)
+        raise classify_failure(proc.stderr or proc.stdout, operation)
+    return proc.stdout
 
 
 class CliClient:
@@ -114,26 +141,8 @@ class CliClient:
         command = [self._scontrol, *argv]
         if self._wrapper is not None:
             command = self._wrapper(command)
-        try:
-            env = self._env if self._jwt is None else {**self._env, "SLURM_JWT": self._jwt()}
-            proc = subprocess.run(
-                command,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=self._timeout,
-                check=False,
-            )
-        except FileNotFoundError as err:
-            raise SlurmError(f"scontrol not found ({self._scontrol})", operation=operation) from err
-        except subprocess.TimeoutExpired as err:
-            raise SlurmUnreachable(
-                f"scontrol did not finish in {self._timeout:g}s", operation=operation
-            ) from err
-        if proc.returncode != 0:
-            log.debug("scontrol failed op=%s rc=%s", operation, proc.returncode)
-            raise classify_failure(proc.stderr or proc.stdout, operation)
-        return proc.stdout
+        env = self._env if self._jwt is None else {**self._env, "SLURM_JWT": self._jwt()}
+        return run_slurm_command(command, env, self._timeout, operation)
 
     def _json(self, argv: Sequence[str], operation: str) -> Mapping[str, Any]:
         out = self._run(["--json", *argv], operation)

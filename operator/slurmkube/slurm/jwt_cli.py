@@ -23,7 +23,7 @@ from slurmkube.api import grammar
 from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.tokens import JwtMinter
 
-__all__ = ["client_config", "jwt_cli_client"]
+__all__ = ["client_config", "jwt_cli_client", "write_client_config"]
 
 
 # Those slurm.conf(5) TopologyPlugin takes; scontrol needs the cluster's one to
@@ -63,6 +63,17 @@ def client_config(
     )
 
 
+def write_client_config(config_dir: Path, config: str) -> Path:
+    """`config_dir`/slurm.conf holding `config`, replaced atomically when it changed."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    path = config_dir / "slurm.conf"
+    if not path.exists() or path.read_text() != config:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(config)
+        tmp.replace(path)
+    return path
+
+
 def jwt_cli_client(
     *,
     config: str,
@@ -73,12 +84,7 @@ def jwt_cli_client(
     timeout: float = 30.0,
 ) -> CliClient:
     """A CliClient whose every call carries a fresh JWT for `user` (SlurmUser for writes)."""
-    config_dir.mkdir(parents=True, exist_ok=True)
-    path = config_dir / "slurm.conf"
-    if not path.exists() or path.read_text() != config:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(config)
-        tmp.replace(path)
+    path = write_client_config(config_dir, config)
     minter = JwtMinter(jwt_key, user, lifespan=600)
     return CliClient(
         bin_dir=bin_dir,

@@ -122,6 +122,8 @@ class Job:
     time_limit: timedelta | None = None  # None: no limit
     # `scontrol requeue` takes only batch jobs that allow it (sbatch --requeue, or
     # slurm.conf JobRequeue=1, the default); unknown reads as not requeueable.
+    # The Slurm account the job is charged to (the allocation policy's team).
+    account: str = ""
     batch: bool = False
     requeue: bool = False
     restarts: int = 0  # restart_cnt: times Slurm requeued it

@@ -93,6 +93,7 @@ class _JobJson(_Edge):
     job_id: int
     name: Text = ""
     user_name: Text = ""
+    account: Text = ""
     job_state: Names = ()
     partition: Text = ""
     priority: Number = 0
@@ -296,6 +297,7 @@ def _job(j: _JobJson) -> Job:
         job_id=j.job_id,
         name=j.name,
         user=j.user_name,
+        account=j.account,
         state=frozenset(j.job_state),
         partition=j.partition,
         priority=j.priority or 0,

@@ -15,6 +15,7 @@ Field names follow Kueue's apis/kueue/v1beta2 and apis/config/v1beta2.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,6 +121,39 @@ def compile_kueue(
                 }
             )
     return objects
+
+
+# Which AllocationSource made a Kueue object: what it lists to delete a removed
+# team's queues, never touching another source's or a hand-made object.
+SOURCE_LABEL = f"{wk.GROUP}/allocation-source"
+KINDS = ("Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue")
+
+
+def source_label(namespace: str, name: str) -> str:
+    """A label value (at most 63 characters) naming one AllocationSource."""
+    value = f"{namespace}.{name}"
+    if len(value) <= 63:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:16]
+    return f"{value[:46].rstrip('.-_')}.{digest}"
+
+
+def owned_by(objects: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    """The objects with the source's label (new dicts; `objects` is left alone)."""
+    out = []
+    for obj in objects:
+        meta = {**obj["metadata"], "labels": {**obj["metadata"]["labels"], SOURCE_LABEL: label}}
+        out.append({**obj, "metadata": meta})
+    return out
+
+
+def stale(
+    desired: list[dict[str, Any]], existing: list[dict[str, Any]]
+) -> list[tuple[str, str, str | None]]:
+    """(kind, name, namespace) of the source's objects no longer desired."""
+    want = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in desired}
+    have = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in existing]
+    return sorted((k for k in have if k not in want), key=lambda k: (k[0], k[2] or "", k[1]))
 
 
 def kueue_configuration(policy: Policy) -> dict[str, Any]:

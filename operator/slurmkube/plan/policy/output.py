@@ -8,10 +8,12 @@ objects and the Configuration fragment, as YAML documents.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import yaml
 
+from slurmkube.api.allocation_source import AllocationSourceStatus
 from slurmkube.plan.policy.kueue import compile_kueue, kueue_configuration
 from slurmkube.plan.policy.model import Policy
 from slurmkube.plan.policy.slurm import SlurmEntity, compile_slurm
@@ -35,3 +37,26 @@ def plan_text(policy: Policy, observed: Iterable[SlurmEntity] = ()) -> str:
         + "\n"
         + yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True)
     )
+
+
+def status_text(obj: Mapping[str, Any]) -> str:
+    """`slurmkube policy status`: a live AllocationSource's conditions and teams."""
+    status = AllocationSourceStatus.model_validate(obj.get("status") or {})
+    meta = obj.get("metadata") or {}
+    lines = [f"AllocationSource {meta.get('namespace')}/{meta.get('name')}: "
+             f"{status.teams} teams, last sync {status.last_sync_time or 'never'}"]  # fmt: skip
+    lines += [f"  {c.type}={c.status} {c.reason}: {c.message}" for c in status.conditions]
+    lines.append(
+        f"  {'TEAM':<24} {'GPUS':>5} {'SLURM':>5} {'KUEUE':>5} {'HEAD':>5} "
+        f"{'GPU-H USED':>10} {'OF':>8}  LEVEL       TIER"
+    )
+    for t in status.allocations:
+        budget = f"{t.gpu_hours:.0f}" if t.gpu_hours is not None else "-"
+        lines.append(
+            f"  {t.name:<24} {t.gpus:>5} {t.usage.slurm_gpus:>5} {t.usage.kueue_gpus:>5} "
+            f"{t.headroom:>5} {t.usage.period_gpu_hours:>10.1f} {budget:>8}  "
+            f"{t.budget_level:<11} {t.tier}"
+        )
+        if t.reason:
+            lines.append(f"    {t.reason}")
+    return "\n".join(lines) + "\n"

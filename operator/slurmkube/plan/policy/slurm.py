@@ -56,7 +56,7 @@ class SlurmEntity:
 @dataclass(frozen=True, slots=True)
 class SlurmPolicy:
     entities: tuple[SlurmEntity, ...]
-    config: tuple[tuple[str, SlurmToken], ...]
+    config: tuple[tuple[SlurmToken, SlurmToken], ...]
     """slurm.conf keys the policy needs (merged into the rendered slurm.conf)."""
 
 
@@ -77,11 +77,15 @@ def half_life(hours: int) -> SlurmToken:
     return slurm_time(f"{hours // 24}-{hours % 24:02d}:00:00", "halfLifeHours")
 
 
-def slurm_config(policy: Policy) -> tuple[tuple[str, SlurmToken], ...]:
+def slurm_config(policy: Policy) -> tuple[tuple[SlurmToken, SlurmToken], ...]:
+    return slurm_config_keys(policy.half_life_hours)
+
+
+def slurm_config_keys(half_life_hours: int) -> tuple[tuple[SlurmToken, SlurmToken], ...]:
     # Fair Tree is the default PriorityFlags algorithm since 19.05: nothing to set.
-    return (
+    pairs = (
         ("PriorityType", SlurmToken("priority/multifactor")),
-        ("PriorityDecayHalfLife", half_life(policy.half_life_hours)),
+        ("PriorityDecayHalfLife", half_life(half_life_hours)),
         ("AccountingStorageEnforce", SlurmToken(ENFORCE)),
         # GrpTRES/GrpTRESMins on gres/gpu need the TRES tracked: slurmctld
         # registers it with slurmdbd, else sacctmgr says "no TRES known".
@@ -89,6 +93,7 @@ def slurm_config(policy: Policy) -> tuple[tuple[str, SlurmToken], ...]:
         ("PreemptType", SlurmToken("preempt/qos")),
         ("PreemptMode", SlurmToken("REQUEUE")),
     )
+    return tuple((SlurmToken(key), value) for key, value in pairs)
 
 
 def _job_qos(policy: Policy, gates: Mapping[str, SlurmGate]) -> dict[str, tuple[str, int]]:

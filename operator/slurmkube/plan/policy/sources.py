@@ -63,8 +63,9 @@ def policy_from_document(data: Any, where: str) -> Policy:
 
 
 def load_allocation_source(obj: Mapping[str, Any], where: str) -> AllocationSource:
+    """The object as a file or the API server gives it (its status is the operator's)."""
     try:
-        return AllocationSource.model_validate(dict(obj))
+        return AllocationSource.model_validate({k: v for k, v in obj.items() if k != "status"})
     except ValidationError as err:
         name = (obj.get("metadata") or {}).get("name", "?")
         raise PolicyError(f"{where}: AllocationSource {name}: {validation_message(err)}") from err

@@ -1,0 +1,52 @@
+"""A SlurmCluster with accounting on the local runtime: slurmdbd over the host's
+MariaDB, in a namespace of its own that is deleted afterwards."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.mariadb import DATABASE, MariaDB
+from slurmkube_e2e.operator_cluster import docs, ready_cluster
+from slurmkube_e2e.waiting import wait_for, wait_gone
+
+
+@contextmanager
+def accounted_cluster(
+    kube: Kube, database: MariaDB, prefix: str, extra: list[dict[str, Any]] | None = None
+) -> Iterator[str]:
+    """The cluster `local` with accounting in a new namespace; `extra` objects are
+    applied with it (their namespace set)."""
+    namespace = f"{prefix}-{secrets.token_hex(2)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db-login", "namespace": namespace},
+            "stringData": {"username": database.user, "password": database.password},
+        }
+    )
+    accounting = {
+        "enabled": True,
+        "database": {
+            "host": database.host,
+            "port": database.port,
+            "name": DATABASE,
+            "secretName": "db-login",
+        },
+    }
+    try:
+        for doc in docs(namespace, replicas=2, accounting=accounting):
+            kube.apply(doc)
+        for doc in extra or []:
+            kube.apply({**doc, "metadata": {**doc["metadata"], "namespace": namespace}})
+        ready_cluster(kube, namespace, timeout=240)
+        yield namespace
+    finally:
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)

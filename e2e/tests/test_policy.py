@@ -1,0 +1,256 @@
+"""The allocation policy live: an inline AllocationSource reaches the real slurmdbd
+(MariaDB behind it, read with sacctmgr inside the slurmctld pod) and the real
+Kueue within 30 s; a change and a removed user too; a hand edit is put back;
+a source that cannot be read changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from slurmkube_e2e.accounting import accounted_cluster
+from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.mariadb import MariaDB
+from slurmkube_e2e.operator_cluster import API, in_ctld
+from slurmkube_e2e.waiting import condition, eventually, has_condition, wait_for
+
+pytestmark = pytest.mark.e2e
+KUEUE = "kueue.x-k8s.io/v1beta2"
+REACTION_SECONDS = 30
+SOURCE = "fleet"
+
+
+@pytest.fixture(scope="module")
+def team_namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
+    suffix = secrets.token_hex(2)
+    names = (f"e2e-team-a-{suffix}", f"e2e-team-b-{suffix}")
+    for name in names:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield names
+    finally:
+        for name in names:
+            kube.delete("v1", "Namespace", name)
+
+
+@pytest.fixture(scope="module")
+def cluster(kube: Kube, operator: None, database: MariaDB) -> Iterator[str]:
+    with accounted_cluster(kube, database, "e2e-policy") as namespace:
+        yield namespace
+
+
+def team(name: str, gpus: int, users: list[str], namespace: str, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "gpus": gpus,
+        "members": {"slurmUsers": users, "namespaces": [namespace]},
+        **more,
+    }
+
+
+def allocation_source(namespace: str, teams: list[dict[str, Any]], **spec: Any) -> Manifest:
+    return {
+        "apiVersion": API,
+        "kind": "AllocationSource",
+        "metadata": {"name": SOURCE, "namespace": namespace},
+        "spec": {
+            "clusterRef": "local",
+            "cohort": f"fleet-{namespace}",
+            "inline": {"teams": teams},
+            **spec,
+        },
+    }
+
+
+def initial_teams(ns_a: str, ns_b: str) -> list[dict[str, Any]]:
+    budget = {"gpuHours": 5000, "period": {"start": "2026-10-01T00:00:00Z", "lengthDays": 91}}
+    return [
+        team("team-a", 8, ["alice", "bob"], ns_a, tier="high", fairShareWeight=2, **budget),
+        team("team-b", 4, ["carol"], ns_b),
+    ]
+
+
+def associations(namespace: str) -> dict[tuple[str, str], str]:
+    """(account, user) -> GrpTRES, as `sacctmgr show assoc` prints it in the slurmctld pod."""
+    out = in_ctld(namespace, "sacctmgr", "-n", "-P", "show", "assoc", "format=Account,User,GrpTRES")
+    rows = [line.split("|") for line in out.splitlines() if line]
+    return {(r[0], r[1]): r[2] for r in rows if len(r) == 3}
+
+
+def qos_names(namespace: str) -> set[str]:
+    return set(in_ctld(namespace, "sacctmgr", "-n", "-P", "show", "qos", "format=Name").split())
+
+
+def kueue_objects(kube: Kube, cluster: str) -> dict[tuple[str, str, str | None], Manifest]:
+    label = f"slurmkube.io/allocation-source={cluster}.{SOURCE}"
+    found = {}
+    for kind in ("Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"):
+        for obj in kube.list(KUEUE, kind, label_selector=label):
+            found[(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))] = obj
+    return found
+
+
+def nominal_quota(queue: Manifest) -> int:
+    flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
+    return int(flavor["resources"][0]["nominalQuota"])
+
+
+def source_with(kube: Kube, cluster: str, type_: str, status: str) -> Manifest:
+    return wait_for(
+        kube,
+        API,
+        "AllocationSource",
+        SOURCE,
+        lambda o: has_condition(o, type_, status),
+        namespace=cluster,
+        timeout=REACTION_SECONDS,
+        what=f"{type_}={status}",
+    )
+
+
+def gpus_of(grp_tres: str) -> int:
+    return int(grp_tres.removeprefix("gres/gpu=")) if grp_tres.startswith("gres/gpu=") else -1
+
+
+@pytest.fixture(scope="module")
+def applied(kube: Kube, cluster: str, team_namespaces: tuple[str, str]) -> Iterator[float]:
+    """The source applied on the running cluster; how long until both schedulers had it."""
+    started = time.monotonic()
+    kube.apply(allocation_source(cluster, initial_teams(*team_namespaces)))
+    try:
+        eventually(
+            "team-a, team-b and their users in slurmdbd",
+            lambda: associations(cluster),
+            lambda a: (
+                {("team-a", "alice"), ("team-a", "bob"), ("team-b", "carol")} <= a.keys()
+                and ("team-a", "") in a
+            ),
+            timeout=REACTION_SECONDS,
+        )
+        ns_a, ns_b = team_namespaces
+        want = {
+            ("Cohort", f"fleet-{cluster}", None),
+            ("ClusterQueue", "team-a", None),
+            ("ClusterQueue", "team-b", None),
+            ("LocalQueue", "team-a", ns_a),
+            ("LocalQueue", "team-b", ns_b),
+        }
+        eventually(
+            "the Cohort, ClusterQueues and LocalQueues",
+            lambda: set(kueue_objects(kube, cluster)),
+            lambda have: want <= have,
+            timeout=REACTION_SECONDS,
+        )
+        yield time.monotonic() - started
+    finally:
+        kube.delete(API, "AllocationSource", SOURCE, namespace=cluster)
+
+
+def test_an_inline_source_reaches_slurm_and_kueue_within_30s(
+    kube: Kube, cluster: str, applied: float
+) -> None:
+    assert applied < REACTION_SECONDS
+    assert {"budget-team-a", "tier-high", "tier-normal", "tier-low"} <= qos_names(cluster)
+    # The concurrent quota holds for the sum: Slurm's GrpTRES and Kueue's nominalQuota
+    # split the 8 GPUs of team-a between them.
+    queues = kueue_objects(kube, cluster)
+    slurm_a = gpus_of(associations(cluster)[("team-a", "")])
+    assert slurm_a + nominal_quota(queues[("ClusterQueue", "team-a", None)]) == 8
+    source = source_with(kube, cluster, "Synced", "True")
+    status = source["status"]
+    assert has_condition(source, "SourceReachable")
+    team_a = next(t for t in status["allocations"] if t["name"] == "team-a")
+    assert team_a["gpus"] == 8 and team_a["headroom"] == 8 and team_a["gpuHours"] == 5000
+    # `slurmkube policy status` reads the same status from the live object.
+    printed = subprocess.run(
+        [sys.executable, "-m", "slurmkube.cli", "policy", "status", SOURCE, "-n", cluster],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "Synced=True" in printed
+    assert any(line.split()[:2] == ["team-a", "8"] for line in printed.splitlines())
+
+
+def test_slurmctld_runs_with_the_policys_keys(kube: Kube, cluster: str, applied: float) -> None:
+    """Merged into the cluster's rendered slurm.conf and in force after the reconfigure."""
+    config_map = kube.get("v1", "ConfigMap", "local-slurm-config", namespace=cluster)
+    assert config_map is not None
+    assert "\nPreemptType=preempt/qos\n" in config_map["data"]["slurm.conf"]
+    eventually(
+        "slurmctld enforcing associations, limits, qos, safe",
+        lambda: in_ctld(cluster, "scontrol", "show", "config"),
+        lambda out: (
+            bool(re.search(r"AccountingStorageEnforce\s*=\s*associations,limits,qos,safe", out))
+            and bool(re.search(r"PreemptType\s*=\s*preempt/qos", out))
+        ),
+        timeout=120,
+    )
+
+
+def test_an_allocation_change_and_a_removed_user_reach_both_within_30s(
+    kube: Kube, cluster: str, team_namespaces: tuple[str, str], applied: float
+) -> None:
+    ns_a, ns_b = team_namespaces
+    teams = initial_teams(ns_a, ns_b)
+    teams[0]["members"]["slurmUsers"] = ["alice"]  # bob leaves team-a
+    teams[1]["gpus"] = 6  # team-b gets 6 GPUs
+    started = time.monotonic()
+    kube.apply(allocation_source(cluster, teams))
+    eventually(
+        "bob's association gone",
+        lambda: associations(cluster),
+        lambda a: ("team-a", "bob") not in a and ("team-a", "alice") in a,
+        timeout=REACTION_SECONDS,
+    )
+
+    def team_b_gpus() -> int:
+        queue = kueue_objects(kube, cluster)[("ClusterQueue", "team-b", None)]
+        return gpus_of(associations(cluster)[("team-b", "")]) + nominal_quota(queue)
+
+    eventually("team-b's 6 GPUs on both", team_b_gpus, lambda n: n == 6, timeout=REACTION_SECONDS)
+    assert time.monotonic() - started < REACTION_SECONDS
+
+
+def test_a_hand_edit_in_slurmdbd_is_put_back(kube: Kube, cluster: str, applied: float) -> None:
+    before = associations(cluster)[("team-a", "")]
+    in_ctld(
+        cluster,
+        "sacctmgr", "-i", "modify", "account", "where", "name=team-a", "set", "GrpTRES=gres/gpu=64",
+    )  # fmt: skip
+    eventually(
+        "team-a's GrpTRES put back",
+        lambda: associations(cluster)[("team-a", "")],
+        lambda now: now == before,
+        timeout=REACTION_SECONDS,
+    )
+    events = kube.list("v1", "Event", namespace=cluster)
+    assert any(e.get("reason") == "DriftReverted" for e in events)
+
+
+def test_a_source_that_cannot_be_read_changes_nothing(
+    kube: Kube, cluster: str, applied: float
+) -> None:
+    before_slurm = associations(cluster)
+    before_kueue = set(kueue_objects(kube, cluster))
+    broken = allocation_source(cluster, [])
+    del broken["spec"]["inline"]
+    broken["spec"]["http"] = {"url": "http://127.0.0.1:9/teams.json", "pollSeconds": 5}
+    kube.apply(broken)
+    source = source_with(kube, cluster, "SourceReachable", "False")
+    message = (condition(source, "SourceReachable") or {}).get("message", "")
+    assert "spec.http.url" in message
+    time.sleep(12)  # a sync after the failure: still nothing removed
+    assert {k for k in associations(cluster) if k[0].startswith("team-")} == {
+        k for k in before_slurm if k[0].startswith("team-")
+    }
+    assert set(kueue_objects(kube, cluster)) == before_kueue
