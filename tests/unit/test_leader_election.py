@@ -197,9 +197,9 @@ class World:
             call.result = None if self.lease is None else (self.lease, str(self.version))
             return
         decision = call.decision
-        if isinstance(decision, Create) and self.lease is None:
-            self._store(call, decision.record)
-        elif isinstance(decision, Update) and decision.version == str(self.version):
+        creates = isinstance(decision, Create) and self.lease is None
+        updates = isinstance(decision, Update) and decision.version == str(self.version)
+        if decision is not None and (creates or updates):
             self._store(call, decision.record)
 
     def _store(self, call: Call, lease: LeaseRecord) -> None:
@@ -278,14 +278,42 @@ def run(w: World, steps: list[tuple[object, ...]]) -> None:
         # the dot: the leader must have stepped down by then.
         [("attempt", 0), ("attempt", 1), ("tick", 10.0), ("attempt", 1)],
         # A renew answered 4 s late: leadership runs from when the attempt began.
-        [("send", 0), ("apply", 0), ("respond", 0), ("apply", 0), ("attempt", 1)]
-        + [("tick", 4.0), ("respond", 0), ("tick", 6.0), ("attempt", 1), ("tick", 0.5)],
+        [
+            ("send", 0),
+            ("apply", 0),
+            ("respond", 0),
+            ("apply", 0),
+            ("attempt", 1),
+            ("tick", 4.0),
+            ("respond", 0),
+            ("tick", 6.0),
+            ("attempt", 1),
+            ("tick", 0.5),
+        ],
         # The holder's wall clock is set back: its renewal repeats the last renewTime.
-        [("wall", 0, 0.0), ("attempt", 0), ("attempt", 1), ("tick", 5.0), ("wall", 0, 0.0)]
-        + [("attempt", 0), ("tick", 5.0), ("attempt", 1), ("tick", 1.0)],
+        [
+            ("wall", 0, 0.0),
+            ("attempt", 0),
+            ("attempt", 1),
+            ("tick", 5.0),
+            ("wall", 0, 0.0),
+            ("attempt", 0),
+            ("tick", 5.0),
+            ("attempt", 1),
+            ("tick", 1.0),
+        ],
         # A takeover write that lost the race to the holder's renewal gets a conflict.
-        [("attempt", 0), ("attempt", 1), ("tick", 10.0), ("send", 1), ("apply", 1)]
-        + [("respond", 1), ("attempt", 0), ("apply", 1), ("respond", 1)],
+        [
+            ("attempt", 0),
+            ("attempt", 1),
+            ("tick", 10.0),
+            ("send", 1),
+            ("apply", 1),
+            ("respond", 1),
+            ("attempt", 0),
+            ("apply", 1),
+            ("respond", 1),
+        ],
     ],
     ids=["dies-after-renew", "slow-renew-answer", "wall-clock-set-back", "takeover-race"],
 )

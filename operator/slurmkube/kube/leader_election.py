@@ -44,7 +44,9 @@ class Timing:
         for name in ("lease_duration", "renew_deadline", "retry_period"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"leader election {name}: must be a positive number, got {value!r}")
+                raise ValueError(
+                    f"leader election {name}: must be a positive number, got {value!r}"
+                )
         if self.renew_deadline >= self.lease_duration:
             raise ValueError(
                 f"leader election renew_deadline ({self.renew_deadline}) must be below "
