@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import socket
 import time
 from typing import Any
 
@@ -203,3 +204,17 @@ def test_bad_lease_durations_are_refused_naming_the_variable(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Settings.from_environment(env)
+
+
+def test_a_lease_call_is_tried_once_within_its_timeout() -> None:
+    # A server that accepts and never answers: one read timeout, not urllib3's
+    # three retries of it (which would outlast the renew deadline).
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        config = k8s.Configuration(host=f"http://127.0.0.1:{server.getsockname()[1]}")
+        held = LeaderLease(k8s.ApiClient(config), "ops", "a", timing=TIMING)
+        started = time.monotonic()
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            held.attempt()
+        assert time.monotonic() - started < 2.5 * TIMING.request_timeout

@@ -10,6 +10,7 @@ loop keeps trying every retry period.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 import random
@@ -46,7 +47,12 @@ class LeaderLease:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self.coordination = k8s.CoordinationV1Api(api)
+        # Its own connection pool (renewals never queue behind reconciles) and no
+        # urllib3 retries: one try per call, bounded by the request timeout; the
+        # retry period is the retry.
+        config = copy.deepcopy(api.configuration)
+        config.retries = False
+        self.coordination = k8s.CoordinationV1Api(k8s.ApiClient(config))
         self.namespace = namespace
         self.name = name
         self._clock = clock
