@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import kopf
 import pytest
-from kubernetes import client as k8s
 
 from slurmkube.controllers.leadership import leader_only
 from slurmkube.kube.lease import LeaderLease
-from tests.unit.test_lease import TIMING, Clock, FakeLeases
+from tests.unit.test_lease import TIMING, seen_held_by
 
 
 def lease_held_by(holder: str) -> LeaderLease:
-    api = FakeLeases()
-    api.hold(holder)
-    lease = LeaderLease(k8s.ApiClient(), "ops", "a", timing=TIMING, clock=Clock())
-    lease.coordination = api  # type: ignore[assignment]
-    lease.attempt()
-    return lease
+    return seen_held_by(holder)[2]
 
 
 @pytest.mark.parametrize(

@@ -133,11 +133,17 @@ def test_the_lease_thread_survives_errors_and_keeps_trying() -> None:
     assert not held.is_leader
 
 
-def test_a_lease_held_by_another_is_taken_only_after_the_lease_duration_unchanged() -> None:
+def seen_held_by(holder: str) -> tuple[FakeLeases, Clock, LeaderLease]:
+    """Replica "a" after one attempt on a Lease that `holder` holds."""
     api, clock = FakeLeases(), Clock()
-    api.hold("b")
+    api.hold(holder)
     candidate = lease(api, clock)
     candidate.attempt()
+    return api, clock, candidate
+
+
+def test_a_lease_held_by_another_is_taken_only_after_the_lease_duration_unchanged() -> None:
+    api, clock, candidate = seen_held_by("b")
     clock.now += 9.9
     candidate.attempt()
     assert not candidate.is_leader
@@ -148,10 +154,7 @@ def test_a_lease_held_by_another_is_taken_only_after_the_lease_duration_unchange
 
 
 def test_an_update_carries_the_resource_version_read() -> None:
-    api, clock = FakeLeases(), Clock()
-    api.hold("b")
-    candidate = lease(api, clock)
-    candidate.attempt()
+    api, clock, candidate = seen_held_by("b")
     clock.now += 10.0
 
     # b renews between our read and our write: our write is refused.
