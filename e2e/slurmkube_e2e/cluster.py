@@ -352,6 +352,14 @@ class LocalCluster:
             time.sleep(0.25)
         print(f"{proc.name}: started (pid {pid}, log {proc.log_file})")
 
+    def restart(self, name: str, down_seconds: float = 0.0, timeout: float = 120) -> None:
+        """Stop one component by PID, leave it down `down_seconds`, start it again
+        and wait until it is ready (an API-server restart, for HA tests)."""
+        comp = {c.process.name: c for c in self.components()}[name]
+        processes.stop(comp.process)
+        time.sleep(down_seconds)
+        self._ensure(comp, timeout)
+
     def _kubectl(self, args: list[str], stdin: str | None = None) -> str:
         return kubectl(self.layout.kubectl, self.layout.kubeconfig, args, stdin=stdin)
 

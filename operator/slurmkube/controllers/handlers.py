@@ -33,6 +33,7 @@ from slurmkube.api.models import TopologySpec
 from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
+from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.observe import (
     NodeEntry,
     Snapshot,
@@ -176,8 +177,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.batching.batch_window = 0.02
     api = load_config(os.environ.get("KUBECONFIG"))
     State.kube = Kube(api)
-    State.lease = LeaderLease(api, State.settings.namespace, State.settings.identity)
-    State.lease.start()
+    State.lease = start_lease(api, State.settings)
 
 
 @kopf.on.startup()
@@ -191,7 +191,7 @@ async def cleanup(**_: Any) -> None:
     for task in State.tasks:
         task.cancel()
     if State.lease is not None:
-        State.lease.stop()
+        await asyncio.to_thread(State.lease.stop)  # steps down, then releases the Lease
     State.clients.close_all()
 
 
@@ -221,6 +221,7 @@ def _forget(key: Key) -> None:
 @kopf.on.delete(GROUP, VERSION, "slurmclusters")
 def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
     """Namespaced objects go by owner references; the cluster-scoped Kueue ones by label."""
+    leader_only(State.lease, "SlurmCluster", namespace, name)
     kube = _kube()
     selector = (
         f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={wk.namespace_or_default(namespace)}"
@@ -250,6 +251,7 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     slurmctld with it) nothing could drain them, so the NodeSet goes at once
     and garbage collection takes its pods.
     """
+    leader_only(State.lease, "NodeSet", namespace, name)
     namespace = wk.namespace_or_default(namespace)
     cluster = str(spec.get("clusterRef", ""))
     cluster_obj = _kube().get(wk.API_VERSION, "SlurmCluster", cluster, namespace)

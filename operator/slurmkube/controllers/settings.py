@@ -19,6 +19,14 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import names_of
 from slurmkube.kube.client import Kube
+from slurmkube.kube.leader_election import Timing
+
+# The chart's leaderElection values, by the Timing field each one sets.
+LEASE_ENVIRONMENT = {
+    "lease_duration": "SLURMKUBE_LEASE_DURATION_SECONDS",
+    "renew_deadline": "SLURMKUBE_LEASE_RENEW_DEADLINE_SECONDS",
+    "retry_period": "SLURMKUBE_LEASE_RETRY_PERIOD_SECONDS",
+}
 
 
 class Endpoints(Protocol):
@@ -105,6 +113,8 @@ class Settings:
     endpoints: Endpoints = field(default_factory=ServiceEndpoints)
     # `<step>[:<n>]`: exit after the n-th time that step completed (test only).
     failpoint: str = ""
+    # Leader election (kube/leader_election.py): lease duration, renew deadline, retry.
+    lease_timing: Timing = field(default_factory=Timing)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str], pid: int = 0) -> Settings:
@@ -124,4 +134,21 @@ class Settings:
             slurm_prefix=env.get("SLURMKUBE_SLURM_PREFIX") or None,
             endpoints=endpoints,
             failpoint=env.get("SLURMKUBE_FAILPOINT", ""),
+            lease_timing=lease_timing(env),
         )
+
+
+def lease_timing(env: Mapping[str, str]) -> Timing:
+    """The leader-election durations; a bad value names its variable."""
+    values: dict[str, float] = {}
+    for name, variable in LEASE_ENVIRONMENT.items():
+        if variable in env:
+            try:
+                values[name] = float(env[variable])
+            except ValueError:
+                raise ValueError(f"{variable}: not a number: {env[variable]!r}") from None
+    try:
+        return Timing(**values)
+    except ValueError as err:
+        given = ", ".join(f"{LEASE_ENVIRONMENT[n]}={v:g}" for n, v in values.items())
+        raise ValueError(f"{err} ({given or 'defaults'})") from None

@@ -74,6 +74,11 @@ RECONFIGURES = Counter(
     ["namespace", "cluster", "result"],
     registry=REGISTRY,
 )
+LEADER = Gauge(
+    "slurmkube_leader",
+    "1 while this replica holds the operator's Lease (only the leader acts).",
+    registry=REGISTRY,
+)
 SLURM_REACHABLE = Gauge(
     "slurmkube_slurm_reachable",
     "1 when slurmrestd answered the last reconcile.",
