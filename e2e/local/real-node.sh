@@ -10,21 +10,26 @@
 # SIGTERM; exits non-zero as soon as one of the three daemons dies.
 #
 # Why the namespaces: each node listens on the kubelet's usual ports in its own
-# netns, and the kubelet's device-plugin folder is a fixed path
-# (/var/lib/kubelet/device-plugins), so each node bind-mounts its own there in
-# a private mount namespace. containerd shares that mount namespace so it sees
+# netns, and some of the paths the kubelet uses are fixed (the device-plugin
+# folder /var/lib/kubelet/device-plugins, /var/log/pods), so each node
+# bind-mounts its own there in a private mount namespace. containerd shares that mount namespace so it sees
 # the volumes the kubelet mounts (secrets, projected tokens).
 set -euo pipefail
 node_dir=$1 netns=$2
 bin=${SLURMKUBE_CACHE:-$HOME/.cache/slurmkube}/bin
 
+# Host paths the kubelet or containerd use whatever their configuration says;
+# each node gets its own copy (bind-mounted from NODE_DIR/host/<path>), or one
+# node's kubelet would garbage-collect another's pod logs.
+shared=(/var/lib/kubelet/device-plugins /var/log/pods /var/log/containers /var/lib/cni)
+
 if [[ -z ${SLURMKUBE_IN_NODE:-} ]]; then
-  mkdir -p /var/lib/kubelet/device-plugins
+  for path in "${shared[@]}"; do mkdir -p "$path" "$node_dir/host$path"; done
   SLURMKUBE_IN_NODE=1 exec nsenter --net="/run/netns/$netns" \
     unshare --mount --propagation slave /usr/bin/bash "$0" "$@"
 fi
 
-mount --bind "$node_dir/device-plugins" /var/lib/kubelet/device-plugins
+for path in "${shared[@]}"; do mount --bind "$node_dir/host$path" "$path"; done
 export PATH="$bin:$PATH"
 pids=()
 stop() {

@@ -175,7 +175,7 @@ class RealNodes:
 
     def _write_files(self, node: RealNode, archive: Path) -> None:
         d = self.node_dir(node)
-        for sub in ("containerd", "cni", "cni-ipam", "kubelet", "device-plugins", "dev"):
+        for sub in ("containerd", "cni", "cni-ipam", "kubelet", "dev"):
             (d / sub).mkdir(parents=True, exist_ok=True)
         for i in range(node.gpus):
             dev = d / "dev" / f"nvidia{i}"

@@ -26,6 +26,8 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/slurmkube/slurm:26.05"
+# Has python3 (for a listener); the Slurm image has bash (for /dev/tcp).
+OPERATOR_IMAGE = "localhost/slurmkube/operator:0.1.0"
 
 
 @pytest.fixture(scope="module")
@@ -78,26 +80,49 @@ def test_real_nodes_offer_fake_gpus_in_two_nvlink_domains(
     assert len(cliques) == (1 if len(real_nodes) == 1 else 2)
 
 
-def _pod(node: str, user_command: str) -> Manifest:
+def _pod(
+    node: str, user_command: str, name: str = "whoami", image: str = IMAGE, gpus: int = 1
+) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "whoami"},
+        "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": {"kubernetes.io/hostname": node},
             "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [
                 {
-                    "name": "whoami",
-                    "image": IMAGE,
+                    "name": name,
+                    "image": image,
                     "imagePullPolicy": "Never",
                     "command": ["/bin/sh", "-c", user_command],
-                    "resources": {"limits": {GPU_RESOURCE: "1"}},
+                    "resources": {"limits": {GPU_RESOURCE: str(gpus)}} if gpus else {},
                 }
             ],
         },
     }
+
+
+def _logs(kubeconfig: Path, namespace: str, pod: str) -> str:
+    """Through the API server, which reads them from the node's kubelet."""
+    return subprocess.run(
+        [
+            str(Layout.from_env().kubectl),
+            f"--kubeconfig={kubeconfig}",
+            "-n",
+            namespace,
+            "logs",
+            pod,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _finished(pod: Manifest) -> bool:
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
 
 
 def test_a_pod_from_the_slurm_image_runs_as_its_user_with_a_gpu_and_completes(
@@ -135,3 +160,39 @@ def test_a_pod_from_the_slurm_image_runs_as_its_user_with_a_gpu_and_completes(
     uid = image_user(IMAGE)
     assert uid.isdigit() and uid != "0"
     assert logs.strip().startswith(f"uid={uid} gpus=nvidia"), logs
+
+
+def test_pods_on_nodes_of_different_nvlink_domains_reach_each_other(
+    kube: Kube, namespace: str, real_nodes: list[RealNode], kubeconfig: Path
+) -> None:
+    if len(real_nodes) < 2:
+        pytest.skip("needs two real nodes")
+    server = _pod(
+        real_nodes[0].name, "exec python3 -m http.server 8080", "listener", OPERATOR_IMAGE, gpus=0
+    )
+    server["spec"]["containers"][0]["readinessProbe"] = {
+        "tcpSocket": {"port": 8080},
+        "periodSeconds": 1,
+    }
+    kube.create(server, namespace=namespace)
+    ready = wait_for(
+        kube,
+        "v1",
+        "Pod",
+        "listener",
+        lambda p: any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in p.get("status", {}).get("conditions", [])
+        ),
+        namespace=namespace,
+        timeout=120,
+    )
+    ip = ready["status"]["podIP"]
+    fetch = f"exec 3<>/dev/tcp/{ip}/8080 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3"
+    kube.create(
+        _pod(real_nodes[-1].name, f'bash -c "{fetch}"', "client", gpus=0), namespace=namespace
+    )
+    client = wait_for(kube, "v1", "Pod", "client", _finished, namespace=namespace, timeout=120)
+    logs = _logs(kubeconfig, namespace, "client")
+    assert client["status"]["phase"] == "Succeeded", (client["status"], logs)
+    assert logs.startswith("HTTP/1.0 200"), logs
