@@ -9,6 +9,10 @@
 #                        e2e-local started is stopped again afterwards, one that was
 #                        already up is left running
 #   make e2e-kind        the same suite on a kind cluster (needs Docker; not in CI)
+#   make real-nodes      join REAL_NODES (default 4) real kubelets on containerd 2.x with
+#                        fake GPUs to the running cluster; `make cluster-up REAL_NODES=4`
+#                        does it as part of cluster-up (docs/local-kubernetes.md)
+#   make real-nodes-build  kubelet (in slurmkube-k8s), containerd; runc and CNI from Debian
 #
 # FLEET="--nvl-domains 4 --nodes-per-domain 18" changes the simulated fleet of cluster-up.
 
@@ -16,9 +20,11 @@ E2E_TOOL := PYTHONPATH=$(ROOT)/e2e:$(ROOT)/e2e/local/runtime $(PY) -m slurmkube_
 FLEET ?=
 E2E_PYTEST_ARGS ?=
 # Read when make starts, before cluster-up runs: was a cluster already up?
+REAL_NODES ?= 0
 CLUSTER_WAS_UP := $(if $(wildcard $(SLURMKUBE_RUN)/pids/kube-apiserver.pid),1,)
 
-.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-kind
+.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-kind \
+	real-nodes real-nodes-build real-nodes-status
 
 cluster-build:
 	@command -v go >/dev/null || { echo "cluster-build: Go 1.26+ is required (go not on PATH)"; exit 1; }
@@ -29,9 +35,11 @@ cluster-up: venv cluster-build slurm
 	@$(E2E_TOOL) up $(FLEET)
 	@# The local pod runtime: local-0..7 run slurmkube's Slurm pods for real (docs/local-runtime.md).
 	@$(RUNTIME_TOOL) up
+	@if [ "$(REAL_NODES)" != 0 ]; then $(MAKE) --no-print-directory real-nodes; fi
 
 cluster-down: venv
-	@# First, while the API server still answers, so the agent can delete its nodes.
+	@# First, while the API server still answers, so the agents can delete their nodes.
+	@$(E2E_TOOL) real-nodes-down
 	@$(RUNTIME_TOOL) down
 	@$(E2E_TOOL) down
 
@@ -43,6 +51,20 @@ e2e-local: cluster-up
 		$(PY) -m pytest e2e/tests -q $(E2E_PYTEST_ARGS) || rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc
+
+# Debian's runc and CNI plugins, gcc for Kubernetes' pause; containerd from its Go module.
+REAL_NODE_DEBS := runc containernetworking-plugins gcc libc6-dev
+real-nodes-build: cluster-build images
+	@for p in $(REAL_NODE_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q $$missing; fi
+	@bash $(ROOT)/e2e/local/install-tools.sh containerd
+
+real-nodes: venv real-nodes-build
+	@$(E2E_TOOL) real-nodes-up --count $(if $(filter-out 0,$(REAL_NODES)),$(REAL_NODES),4)
+
+real-nodes-status: venv
+	@$(E2E_TOOL) real-nodes-status
 
 e2e-kind: venv
 	@bash $(ROOT)/e2e/kind/run.sh

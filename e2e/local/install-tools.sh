@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Pinned `go install` of kwok, kueue and helm (and kind, on request) into $SLURMKUBE_CACHE/bin.
+# Pinned `go install` of kwok, kueue and helm (and kind or containerd, on request) into
+# $SLURMKUBE_CACHE/bin.
 #
 # Why a script: each tool is built once per version into its own folder
 # ($SLURMKUBE_CACHE/tools/<name>-<version>/) and bin/<name> is a symlink to it,
@@ -12,14 +13,15 @@ source "$here/versions.env"
 cache=${SLURMKUBE_CACHE:-$HOME/.cache/slurmkube}
 mkdir -p "$cache/bin" "$cache/tools"
 
-install_tool() { # name module@version [version-variable set with -ldflags -X]
+install_tool() { # name module@version [version-variable[=value] set with -ldflags -X]
   local name=$1 pkg=$2 version=${2##*@} version_var=${3:-}
   local dir="$cache/tools/$name-$version"
   if [[ ! -x "$dir/$name" ]]; then
     echo "building $name $version (go install $pkg)"
     local start=$SECONDS
     local ldflags="-s"
-    [[ -n $version_var ]] && ldflags+=" -X $version_var=$version"
+    if [[ $version_var == *=* ]]; then ldflags+=" -X $version_var"
+    elif [[ -n $version_var ]]; then ldflags+=" -X $version_var=$version"; fi
     GOBIN="$dir.tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install -trimpath -ldflags="$ldflags" "$pkg"
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
     echo "built $name $version in $((SECONDS - start))s"
@@ -33,6 +35,13 @@ for t in $tools; do
     kwok) install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
     kueue) install_tool kueue "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" sigs.k8s.io/kueue/pkg/version.GitVersion ;;
     kind) install_tool kind "sigs.k8s.io/kind@$KIND_VERSION" ;;
+    containerd)
+      # The daemon, its CLI and the runc shim; the version without its "v", as
+      # containerd's release builds report it (Node containerRuntimeVersion).
+      for bin in containerd ctr containerd-shim-runc-v2; do
+        install_tool "$bin" "github.com/containerd/containerd/v2/cmd/$bin@$CONTAINERD_VERSION" \
+          "github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION#v}"
+      done ;;
     helm) install_tool helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" helm.sh/helm/v3/internal/version.version ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac

@@ -21,6 +21,7 @@ from slurmkube_e2e.cluster import ClusterError, LocalCluster, apply_fleet, wait_
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError
 from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.realnodes import RealNodeError, RealNodes
 from slurmkube_e2e.waiting import WaitTimeout
 
 
@@ -84,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "advertise-gpus", help="patch nvidia.com/gpu capacity into labelled real nodes (kind)"
     )
+    real = sub.add_parser("real-nodes-up", help="join real kubelets (containerd, fake GPUs)")
+    real.add_argument("--count", type=int, default=4, help="how many real nodes (1..8)")
+    sub.add_parser("real-nodes-down", help="stop the real nodes and remove what they left")
+    sub.add_parser("real-nodes-status", help="real nodes' PIDs and readiness")
     # The local pod runtime's commands (logs, exec) live with the runtime.
     runtime_cli.register(sub)
     args = parser.parse_args(argv)
@@ -107,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
             names = apply_fleet(kubeconfig, spec, prune=not args.no_prune)
             wait_nodes_ready(kubeconfig, names, timeout=120)
             print(f"fleet {spec.name}: {len(names)} nodes Ready")
+        elif args.command == "real-nodes-up":
+            RealNodes(layout).up(args.count)
+        elif args.command == "real-nodes-down":
+            RealNodes(layout).down()
+        elif args.command == "real-nodes-status":
+            return 0 if RealNodes(layout).status() else 1
         elif args.command == "demo":
             return demo.up(layout)
         elif args.command == "demo-down":
@@ -118,7 +129,14 @@ def main(argv: list[str] | None = None) -> int:
             kubeconfig = Path(os.environ.get("KUBECONFIG", layout.kubeconfig))
             for name in advertise_gpus(Kube(kubeconfig)):
                 print(f"advertised {fleet.GPU_RESOURCE} on {name}")
-    except (ClusterError, ValueError, demo.DemoError, WaitTimeout, KubectlError) as err:
+    except (
+        ClusterError,
+        RealNodeError,
+        ValueError,
+        demo.DemoError,
+        WaitTimeout,
+        KubectlError,
+    ) as err:
         print(f"slurmkube-e2e {args.command}: {err}", file=sys.stderr)
         return 1
     return 0

@@ -155,6 +155,16 @@ def node_manifest(spec: FleetSpec, node: SimulatedNode) -> Manifest:
     }
 
 
+def user_labels(manifest: Manifest) -> dict[str, str]:
+    """A node's labels a kubelet may be given: not those it sets itself (and may not be told)."""
+    labels: dict[str, str] = manifest["metadata"]["labels"]
+    return {
+        k: v
+        for k, v in labels.items()
+        if not k.startswith(("kubernetes.io/", "beta.kubernetes.io/")) and k != "type"
+    }
+
+
 def manifests(spec: FleetSpec) -> list[Manifest]:
     return [node_manifest(spec, node) for node in layout(spec)]
 
@@ -172,12 +182,7 @@ def kind_cluster_config(
         {
             "role": "worker",
             **image,
-            "labels": {
-                k: v
-                for k, v in node_manifest(spec, node)["metadata"]["labels"].items()
-                # The kubelet sets these itself (and may not be told to).
-                if not k.startswith(("kubernetes.io/", "beta.kubernetes.io/")) and k != "type"
-            },
+            "labels": user_labels(node_manifest(spec, node)),
         }
         for node in layout(spec)
     ]

@@ -1,15 +1,17 @@
 // Command slurmkube-k8s is the local Kubernetes control plane of the slurmkube
 // e2e environment: one binary whose subcommands are the real upstream
-// kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (their
-// cmd/*/app packages, unchanged) plus an embedded etcd and a PKI generator.
+// kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl
+// (their cmd/*/app packages, unchanged) plus an embedded etcd and a PKI
+// generator.
 //
 // One binary because the four components share almost all their code: linking
 // them together builds in roughly the time of the largest one and keeps a
-// single cached artifact. Invoked through a symlink named after a subcommand
+// single cached artifact (the kubelet shares most of its code with them too). Invoked through a symlink named after a subcommand
 // (kubectl -> slurmkube-k8s) it behaves as that subcommand.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 var subcommands = map[string]func(args []string) int{
@@ -41,6 +44,11 @@ var subcommands = map[string]func(args []string) int{
 		cmd.SetArgs(args)
 		return cli.Run(cmd)
 	},
+	"kubelet": func(args []string) int {
+		cmd := kubelet.NewKubeletCommand(context.Background())
+		cmd.SetArgs(args)
+		return cli.Run(cmd)
+	},
 	"kubectl": func(args []string) int {
 		cmd := kubectlcmd.NewDefaultKubectlCommand()
 		cmd.SetArgs(args)
@@ -50,8 +58,9 @@ var subcommands = map[string]func(args []string) int{
 		}
 		return 0
 	},
-	"pki":     runPKI,
-	"version": runVersion,
+	"fake-gpu-plugin": runGPUPlugin,
+	"pki":             runPKI,
+	"version":         runVersion,
 }
 
 func main() {

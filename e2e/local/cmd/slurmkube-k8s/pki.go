@@ -38,6 +38,9 @@ var identities = []identity{
 	{"kube-scheduler", "system:kube-scheduler", nil},
 	{"kueue", "slurmkube:kueue", []string{"slurmkube:components"}},
 	{"kwok", "slurmkube:kwok", []string{"slurmkube:components"}},
+	// The API server's client certificate towards kubelets (logs, exec); the
+	// real nodes' kubelets trust this CA's certificates and nothing else.
+	{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", nil},
 }
 
 const validity = 5 * 365 * 24 * time.Hour
@@ -49,19 +52,30 @@ func runPKI(args []string) int {
 	fs := flag.NewFlagSet("pki", flag.ExitOnError)
 	dir := fs.String("dir", "", "output directory")
 	server := fs.String("server", "https://127.0.0.1:6443", "API server URL written into kubeconfigs")
+	var nodes []string
+	fs.Func("node", "a kubelet's Node name: writes node-<name>.kubeconfig (repeatable)", func(name string) error {
+		nodes = append(nodes, name)
+		return nil
+	})
 	_ = fs.Parse(args)
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "pki: --dir is required")
 		return 2
 	}
-	if err := writePKI(*dir, *server); err != nil {
+	if err := writePKI(*dir, *server, nodes); err != nil {
 		fmt.Fprintln(os.Stderr, "pki:", err)
 		return 1
 	}
 	return 0
 }
 
-func writePKI(dir, server string) error {
+// nodeIdentity is a kubelet's: the user and group the Node authorizer grants
+// exactly its own Node, its pods and their secrets.
+func nodeIdentity(name string) identity {
+	return identity{"node-" + name, "system:node:" + name, []string{"system:nodes"}}
+}
+
+func writePKI(dir, server string, nodes []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -89,7 +103,11 @@ func writePKI(dir, server string) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range identities {
+	all := append([]identity{}, identities...)
+	for _, name := range nodes {
+		all = append(all, nodeIdentity(name))
+	}
+	for _, id := range all {
 		tmpl := &x509.Certificate{
 			Subject:     pkix.Name{CommonName: id.cn, Organization: id.groups},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},

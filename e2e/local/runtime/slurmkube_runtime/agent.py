@@ -33,7 +33,7 @@ from typing import Any
 
 from slurmkube_runtime import nodes, podspec, sandbox
 from slurmkube_runtime.api import Api
-from slurmkube_runtime.layout import BRIDGE_IP, SUBNET, RuntimeLayout, node_names
+from slurmkube_runtime.layout import AGENT_POOL, BRIDGE_IP, SUBNET, RuntimeLayout, node_names
 from slurmkube_runtime.podspec import Manifest, MissingObject, SpecError
 from slurmkube_runtime.status import ContainerView, Terminated, pod_status
 
@@ -657,11 +657,11 @@ class Agent:
         if uid in self.ips:
             return self.ips[uid]
         used = set(self.ips.values()) | {str(BRIDGE_IP)}
-        for host in SUBNET.hosts():
+        for host in AGENT_POOL.hosts():
             if str(host) not in used:
                 self.ips[uid] = str(host)
                 return str(host)
-        raise SpecError(f"no free address left in {SUBNET}")
+        raise SpecError(f"no free address left in {AGENT_POOL}")
 
     def release_ip(self, uid: str) -> None:
         self.ips.pop(uid, None)

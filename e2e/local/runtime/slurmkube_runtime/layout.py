@@ -30,6 +30,9 @@ SLOT = _slot()
 BRIDGE = f"skbr{SLOT}"
 SUBNET = ipaddress.IPv4Network(f"10.250.{SLOT}.0/24")
 BRIDGE_IP = SUBNET.network_address + 1
+# The agent's pods take addresses from the low half; real nodes (make real-nodes,
+# slurmkube_e2e.realnode_config) own the high half.
+AGENT_POOL = next(SUBNET.subnets(prefixlen_diff=1))
 # Host ends of pod veths: "skv" + slot + 8 hex digits of the pod UID (IFNAMSIZ is 16).
 VETH_PREFIX = f"skv{SLOT}"
 NODE_PREFIX = "local"
