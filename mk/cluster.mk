@@ -13,6 +13,7 @@
 #                        fake GPUs to the running cluster; `make cluster-up REAL_NODES=4`
 #                        does it as part of cluster-up (docs/local-kubernetes.md)
 #   make real-nodes-build  kubelet (in slurmkube-k8s), containerd; runc and CNI from Debian
+#   make test-real-nodes   e2e/tests/test_real_nodes.py on them (not in `make test` yet)
 #
 # FLEET="--nvl-domains 4 --nodes-per-domain 18" changes the simulated fleet of cluster-up.
 
@@ -24,7 +25,7 @@ REAL_NODES ?= 0
 CLUSTER_WAS_UP := $(if $(wildcard $(SLURMKUBE_RUN)/pids/kube-apiserver.pid),1,)
 
 .PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-kind \
-	real-nodes real-nodes-build real-nodes-status
+	real-nodes real-nodes-build real-nodes-status test-real-nodes
 
 cluster-build:
 	@command -v go >/dev/null || { echo "cluster-build: Go 1.26+ is required (go not on PATH)"; exit 1; }
@@ -46,9 +47,11 @@ cluster-down: venv
 cluster-status: venv
 	@$(E2E_TOOL) status
 
+# The real-node tests run under `make test-real-nodes` (not yet in `make test`).
 e2e-local: cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
-		$(PY) -m pytest e2e/tests -q $(E2E_PYTEST_ARGS) || rc=$$?; \
+		$(PY) -m pytest e2e/tests -q --ignore=e2e/tests/test_real_nodes.py $(E2E_PYTEST_ARGS) \
+		|| rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc
 
@@ -62,6 +65,10 @@ real-nodes-build: cluster-build images
 
 real-nodes: venv real-nodes-build
 	@$(E2E_TOOL) real-nodes-up --count $(if $(filter-out 0,$(REAL_NODES)),$(REAL_NODES),4)
+
+test-real-nodes: real-nodes
+	KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
+		$(PY) -m pytest e2e/tests/test_real_nodes.py -q
 
 real-nodes-status: venv
 	@$(E2E_TOOL) real-nodes-status
