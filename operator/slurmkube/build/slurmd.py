@@ -23,8 +23,11 @@ class SlurmdResources:
 
 
 # Long enough for the preStop drain to let a short job end; a long job outlives
-# it, which is why busy pods are guarded from eviction (slurmd_disruption_budget).
-TERMINATION_GRACE_SECONDS = 300
+# any grace, which is why busy pods are guarded from eviction
+# (slurmd_disruption_budget). Not longer: the namespace controller waits about
+# half the largest grace of a namespace's pods before it finishes deleting it,
+# even once they are gone.
+TERMINATION_GRACE_SECONDS = 120
 DRAIN_ON_STOP_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod stopping"
 # Waits while Slurm shows a job (ALLOCATED, MIXED, COMPLETING) on the node, at
 # most until shortly before the kubelet's SIGKILL. The node name comes from the
