@@ -209,3 +209,18 @@ def test_the_priority_class_for_clusters_without_the_chart_is_the_charts() -> No
         k: v for k, v in built.items() if k != "metadata"
     }
     assert shipped["metadata"]["name"] == built["metadata"]["name"]
+
+
+def test_an_autoscaled_pod_has_no_pre_stop_drain() -> None:
+    """It goes once Slurm powered its node down (idle): a drain would outlive it and
+    keep Slurm from resuming the node."""
+    scaled = GPU.model_copy(
+        update={
+            "spec": GPU.spec.model_copy(
+                update={"autoscaling": GPU.spec.autoscaling.model_copy(update={"enabled": True})}
+            )
+        }
+    )
+    made = slurmd_pod(CLUSTER.cluster, scaled, "n1", SHAPE, "h")
+    assert "lifecycle" not in made["spec"]["containers"][0]
+    assert "lifecycle" in pod()["spec"]["containers"][0]

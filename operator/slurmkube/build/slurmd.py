@@ -93,7 +93,10 @@ def slurmd_pod(
         {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
         {"name": "SLURMKUBE_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
-    container["lifecycle"] = {"preStop": {"exec": {"command": ["bash", "-c", _PRE_STOP]}}}
+    if not node_set.spec.autoscaling.enabled:
+        # An autoscaled node's pod goes once Slurm has powered the node down (idle);
+        # a drain then would outlive the pod and keep Slurm from resuming the node.
+        container["lifecycle"] = {"preStop": {"exec": {"command": ["bash", "-c", _PRE_STOP]}}}
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]
