@@ -4,17 +4,12 @@ pods guarded by a PodDisruptionBudget, a high PriorityClass, a preStop that drai
 from __future__ import annotations
 
 import os
-import stat
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from slurmkube.api import well_known as wk
 from slurmkube.build.slurmd import (
-    DRAIN_ON_STOP_REASON,
-    TERMINATION_GRACE_SECONDS,
     SlurmdResources,
     busy_label_patch,
     slurmd_disruption_budget,
@@ -74,18 +69,6 @@ def test_a_held_node_keeps_the_pod_sized_as_slurm_registered_it() -> None:
 
 def test_a_pod_without_a_known_shape_asks_for_gpus_only() -> None:
     assert "resources" not in pod(8)["spec"]
-
-
-def test_high_priority_and_a_grace_period_the_pre_stop_fits_in() -> None:
-    spec = pod()["spec"]
-    assert spec["priorityClassName"] == wk.SLURMD_PRIORITY_CLASS
-    assert spec["terminationGracePeriodSeconds"] == TERMINATION_GRACE_SECONDS
-    container = spec["containers"][0]
-    node_env = next(e for e in container["env"] if e["name"] == "SLURMKUBE_NODE")
-    # From the downward API: no label or name is ever spliced into the script.
-    assert node_env["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    script = container["lifecycle"]["preStop"]["exec"]["command"][-1]
-    assert "n1" not in script and DRAIN_ON_STOP_REASON.startswith(wk.DRAIN_REASON_PREFIX)
 
 
 @pytest.mark.parametrize(("busy", "label"), [(True, "true"), (False, "false")])
@@ -152,44 +135,6 @@ def test_without_slurm_no_busy_label_is_touched() -> None:
     assert plan_cluster(replace(World().observed(), slurm_nodes=None)).busy_labels == {}
 
 
-@pytest.fixture
-def fake_scontrol(tmp_path: Path) -> Path:
-    """scontrol that logs its argv and answers `show node` from a queue of states."""
-    script = tmp_path / "scontrol"
-    script.write_text(
-        "#!/bin/bash\n"
-        'echo "$*" >> "$LOG"\n'
-        'if [ "$1" = show ]; then\n'
-        '  state=$(head -n1 "$STATES"); sed -i 1d "$STATES"\n'
-        '  echo "NodeName=$3 State=${state:-IDLE+DRAIN}"\n'
-        "fi\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return tmp_path
-
-
-@pytest.mark.parametrize(
-    ("states", "shows"),
-    [(["IDLE+DRAIN"], 1), (["MIXED+DRAIN", "IDLE+DRAIN"], 2)],
-    ids=["idle at once", "waits for the job"],
-)
-def test_pre_stop_drains_the_node_and_waits_until_it_is_idle(
-    fake_scontrol: Path, states: list[str], shows: int
-) -> None:
-    script = pod()["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
-    (fake_scontrol / "states").write_text("\n".join(states) + "\n")
-    env = {
-        "PATH": f"{fake_scontrol}:{os.environ['PATH']}",
-        "SLURMKUBE_NODE": "gpu-0001",
-        "LOG": str(fake_scontrol / "log"),
-        "STATES": str(fake_scontrol / "states"),
-    }
-    subprocess.run(script, env=env, check=True, timeout=30)
-    calls = (fake_scontrol / "log").read_text().splitlines()
-    assert calls[0] == f"update NodeName=gpu-0001 State=DRAIN Reason={DRAIN_ON_STOP_REASON}"
-    assert calls[1:] == ["show node gpu-0001 --oneliner"] * shows
-
-
 def test_the_chart_ships_the_priority_class_slurmd_pods_name() -> None:
     if not os.access(HELM, os.X_OK):
         pytest.fail(f"helm not found at {HELM}: run `make cluster-build` (it installs helm)")
@@ -209,18 +154,3 @@ def test_the_priority_class_for_clusters_without_the_chart_is_the_charts() -> No
         k: v for k, v in built.items() if k != "metadata"
     }
     assert shipped["metadata"]["name"] == built["metadata"]["name"]
-
-
-def test_an_autoscaled_pod_has_no_pre_stop_drain() -> None:
-    """It goes once Slurm powered its node down (idle): a drain would outlive it and
-    keep Slurm from resuming the node."""
-    scaled = GPU.model_copy(
-        update={
-            "spec": GPU.spec.model_copy(
-                update={"autoscaling": GPU.spec.autoscaling.model_copy(update={"enabled": True})}
-            )
-        }
-    )
-    made = slurmd_pod(CLUSTER.cluster, scaled, "n1", SHAPE, "h")
-    assert "lifecycle" not in made["spec"]["containers"][0]
-    assert "lifecycle" in pod()["spec"]["containers"][0]

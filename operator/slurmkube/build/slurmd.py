@@ -22,29 +22,6 @@ class SlurmdResources:
     gpus: int = 0
 
 
-# Long enough for the preStop drain to let a short job end; a long job outlives
-# any grace, which is why busy pods are guarded from eviction
-# (slurmd_disruption_budget). Not longer: the namespace controller waits about
-# half the largest grace of a namespace's pods before it finishes deleting it,
-# even once they are gone.
-TERMINATION_GRACE_SECONDS = 120
-DRAIN_ON_STOP_REASON = f"{wk.DRAIN_REASON_PREFIX} slurmd pod stopping"
-# Waits while Slurm shows a job (ALLOCATED, MIXED, COMPLETING) on the node, at
-# most until shortly before the kubelet's SIGKILL. The node name comes from the
-# downward API (Slurm node name = Kubernetes node name), never from a label.
-_PRE_STOP = f"""reason="{DRAIN_ON_STOP_REASON}"
-scontrol update NodeName="$SLURMKUBE_NODE" State=DRAIN Reason="$reason"
-end=$((SECONDS + {TERMINATION_GRACE_SECONDS - 10}))
-while [ "$SECONDS" -lt "$end" ]; do
-  state=$(scontrol show node "$SLURMKUBE_NODE" --oneliner) || break
-  case "$state" in
-    *State=*ALLOCATED*|*State=*MIXED*|*State=*COMPLETING*) sleep 5 ;;
-    *) break ;;
-  esac
-done
-"""
-
-
 def slurmd_pod(
     cluster: SlurmCluster,
     node_set: NodeSet,
@@ -91,12 +68,7 @@ def slurmd_pod(
     # SLURM_SACK_KEY makes it use auth/slurm before it has any config.
     container["env"] = [
         {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
-        {"name": "SLURMKUBE_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
-    if not node_set.spec.autoscaling.enabled:
-        # An autoscaled node's pod goes once Slurm has powered the node down (idle);
-        # a drain then would outlive the pod and keep Slurm from resuming the node.
-        container["lifecycle"] = {"preStop": {"exec": {"command": ["bash", "-c", _PRE_STOP]}}}
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]
@@ -134,9 +106,6 @@ def slurmd_pod(
         "containers": [container],
         "volumes": [etc],
         "restartPolicy": "Always",
-        # The operator stops slurmd only on an idle, drained node; anyone else
-        # (an eviction that got through, a node shutdown) meets the preStop drain.
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "priorityClassName": wk.SLURMD_PRIORITY_CLASS,
     }
     if resources.cpus and resources.memory_mib:
