@@ -400,6 +400,7 @@ def test_node_problems_are_listed_in_status() -> None:
 
 def test_cpus_reserved_keeps_cpus_back_from_slurm_and_the_pod() -> None:
     world = World(pods={})
+    world.docs[1]["spec"]["podQoS"] = "Guaranteed"
     world.docs[1]["spec"]["cpusReserved"] = 2
     plan = plan_cluster(world.observed())
     assert {cpus for cpus, _, _ in configure_again(plan).values()} == {62}

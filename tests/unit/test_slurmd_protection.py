@@ -1,5 +1,5 @@
-"""slurmd pods are protected: Guaranteed QoS sized like their slurm.conf line, busy
-pods guarded by a PodDisruptionBudget, a high PriorityClass, a preStop that drains."""
+"""slurmd pods are protected: Guaranteed QoS sized like their slurm.conf line when
+asked (podQoS), busy pods guarded by a PodDisruptionBudget, a high PriorityClass."""
 
 from __future__ import annotations
 
@@ -44,8 +44,14 @@ def test_the_pod_requests_exactly_what_slurm_conf_gives_slurm_and_is_guaranteed(
     }
 
 
-def test_the_plan_sizes_each_pod_from_its_node_line() -> None:
-    plan = plan_cluster(World(pods={}).registered().observed())
+def guaranteed() -> World:
+    world = World(pods={})
+    world.docs[1]["spec"]["podQoS"] = "Guaranteed"
+    return world
+
+
+def test_the_plan_sizes_each_guaranteed_pod_from_its_node_line() -> None:
+    plan = plan_cluster(guaranteed().registered().observed())
     made = {
         p["metadata"]["labels"][wk.LABEL_NODE]: p["spec"]["resources"] for p in plan.create_pods
     }
@@ -55,6 +61,15 @@ def test_the_plan_sizes_each_pod_from_its_node_line() -> None:
         for n in NODES
         for r in [{"cpu": "64", "memory": "261120Mi"}]
     }
+
+
+def test_by_default_the_pod_asks_for_the_gpus_only_so_daemonsets_fit_beside_it() -> None:
+    plan = plan_cluster(World(pods={}).registered().observed())
+    assert plan.create_pods
+    for made in plan.create_pods:
+        assert "resources" not in made["spec"]
+        (container,) = made["spec"]["containers"]
+        assert container["resources"]["requests"] == {wk.RESOURCE_GPU: "4"}
 
 
 def test_a_held_node_keeps_the_pod_sized_as_slurm_registered_it() -> None:

@@ -111,9 +111,13 @@ class NodeSetSpec(StrictModel):
     memory_reserved_mib: int = Field(4096, ge=0, alias="memoryReservedMiB")
     """Memory kept back from Slurm's RealMemory for the kubelet and the pod."""
     cpus_reserved: int = Field(0, ge=0, alias="cpusReserved")
-    """CPUs kept back from Slurm's CPUs for the node's other pods (DaemonSets). The
-    slurmd pod requests exactly the CPUs and memory Slurm is given (Guaranteed QoS),
-    so with CPU-requesting DaemonSets on the node set this to cover them (e.g. 1)."""
+    """CPUs kept back from Slurm's CPUs for the node's other pods (DaemonSets)."""
+    pod_qos: Literal["BestEffort", "Guaranteed"] = Field("BestEffort", alias="podQoS")
+    """BestEffort: the slurmd pod requests only the node's GPUs; its PriorityClass
+    keeps the kubelet from evicting it before other pods. Guaranteed: it also requests
+    (and is limited to) exactly the CPUs and memory of its slurm.conf line, so it
+    schedules only where every other pod's requests fit beside it: set cpusReserved
+    and memoryReservedMiB to cover the node's DaemonSets."""
     weight: int = Field(1, ge=1, le=65533)
     """slurm.conf(5) Weight: lower is allocated first."""
     update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy, alias="updateStrategy")

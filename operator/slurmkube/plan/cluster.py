@@ -148,7 +148,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
                 hold |= hold_undeployed(config.members[name], nodes, observed.slurm_nodes)
         wanted_here = {}
         for node in nodes:
-            pod = slurmd_pod(cluster, ns, node, _resources(config, node), rendered.hash)
+            pod = slurmd_pod(cluster, ns, node, _resources(config, node, ns), rendered.hash)
             wanted_here[pod["metadata"]["name"]] = pod
         wanted_pods |= wanted_here
         if name not in scaling:
@@ -194,10 +194,13 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     )
 
 
-def _resources(config: SlurmConfig, node: str) -> SlurmdResources:
-    """What slurm.conf gives Slurm on the node: the slurmd pod requests exactly that."""
+def _resources(config: SlurmConfig, node: str, node_set: NodeSet) -> SlurmdResources:
+    """What the slurmd pod requests: the GPUs of its slurm.conf line, and with
+    podQoS Guaranteed its CPUs and memory too."""
     shape = config.shape_of[node]
     gpus = int(shape.gres.rsplit(":", 1)[1]) if shape.gres else 0
+    if node_set.spec.pod_qos != "Guaranteed":
+        return SlurmdResources(gpus=gpus)
     return SlurmdResources(cpus=shape.cpus, memory_mib=shape.real_memory, gpus=gpus)
 
 
