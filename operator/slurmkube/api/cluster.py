@@ -12,6 +12,7 @@ from slurmkube.api.health import HealthSpec
 from slurmkube.api.meta import (
     LabelSelector,
     ObjectMeta,
+    Resources,
     StrictModel,
     Toleration,
 )
@@ -152,8 +153,8 @@ class ControllerSpec(StrictModel):
     node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
     """Where slurmctld and slurmrestd pods run (CPU nodes, usually)."""
     tolerations: list[Toleration] = Field(default_factory=list)
-    backup: bool = False
-    """Run a backup slurmctld (a second SlurmctldHost) sharing the state volume."""
+    resources: Resources = Field(default_factory=Resources)
+    """slurmctld's container requests and limits (its reloader sidecar asks 10m, 16Mi)."""
 
 
 class SlurmdSpec(StrictModel):
@@ -167,6 +168,7 @@ class SlurmdSpec(StrictModel):
 class RestApiSpec(StrictModel):
     replicas: int = Field(1, ge=0, le=16)
     """slurmrestd replicas; 0 disables the REST API (the operator then uses scontrol)."""
+    resources: Resources = Field(default_factory=Resources)
 
 
 class DatabaseRef(StrictModel):
@@ -180,6 +182,8 @@ class DatabaseRef(StrictModel):
 class AccountingSpec(StrictModel):
     enabled: bool = False
     database: DatabaseRef | None = None
+    resources: Resources = Field(default_factory=Resources)
+    """slurmdbd's container requests and limits."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -196,6 +200,7 @@ class AccountingSpec(StrictModel):
 class LoginSpec(StrictModel):
     replicas: int = Field(0, ge=0, le=64)
     """Login pods (sackd) for interactive users."""
+    resources: Resources = Field(default_factory=Resources)
 
 
 class AuthSpec(StrictModel):
@@ -222,6 +227,14 @@ class SlurmClusterSpec(StrictModel):
         None, alias="clusterName", json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["cluster"]}
     )
     """Slurm ClusterName; default: metadata.name."""
+    cluster_domain: str = Field(
+        "cluster.local",
+        alias="clusterDomain",
+        max_length=63,
+        json_schema_extra={"pattern": grammar.SCHEMA_PATTERNS["hostname"]},
+    )
+    """The Kubernetes cluster's DNS domain (the kubelets' --cluster-domain): slurmd,
+    sackd and slurmdbd reach slurmctld by `<pod>.<service>.<namespace>.svc.<domain>`."""
     image: str = wk.DEFAULT_SLURM_IMAGE
     """The slurm image (slurmctld, slurmd, slurmrestd, sackd entrypoints)."""
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
@@ -239,6 +252,10 @@ class SlurmClusterSpec(StrictModel):
     )
     topology: TopologySpec = Field(default_factory=TopologySpec)
     health: HealthSpec = Field(default_factory=HealthSpec)
+    deletion_policy: Literal["Drain", "Delete"] = Field("Drain", alias="deletionPolicy")
+    """Drain: deleting the SlurmCluster drains every node and waits while jobs run
+    (condition Deleting; the annotation slurmkube.io/force-delete=true skips the
+    wait). Delete: it goes at once, running jobs die with their pods."""
     ready_node_share: float = Field(0.9, alias="readyNodeShare", ge=0.0, le=1.0)
     """Ready needs this share of the nodes that should run slurmd to respond in
     Slurm (at fleet scale some node is always down; 1.0: every node)."""
@@ -265,6 +282,11 @@ class SlurmClusterSpec(StrictModel):
     )
     """Extra slurm.conf directives, one `Key=Value` each, for keys on the allow-list
     (`slurmkube.api.slurm_conf_keys`): never a key slurmkube renders or a program."""
+
+    @field_validator("cluster_domain")
+    @classmethod
+    def _cluster_domain(cls, v: str) -> str:
+        return grammar.hostname(v, "")
 
     @field_validator("cluster_name")
     @classmethod

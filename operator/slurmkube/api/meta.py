@@ -3,10 +3,11 @@ metadata, label selectors and tolerations as Kubernetes defines them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class StrictModel(BaseModel):
@@ -88,3 +89,33 @@ class Toleration(StrictModel):
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+
+
+# --- container resources (core/v1 ResourceRequirements) -------------------------------
+
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
+
+
+def _quantities() -> Any:
+    return Field(
+        default_factory=dict,
+        json_schema_extra={"additionalProperties": {"type": "string", "pattern": _QUANTITY}},
+    )
+
+
+class Resources(StrictModel):
+    """A container's requests and limits, as in a pod spec (`cpu: 500m`, `memory: 1Gi`)."""
+
+    requests: dict[str, str] = _quantities()
+    limits: dict[str, str] = _quantities()
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantity(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, quantity in v.items():
+            if not re.fullmatch(_QUANTITY[1:-1], quantity):
+                raise ValueError(f"{name}: {quantity!r} is not a quantity (e.g. 500m, 2, 1Gi)")
+        return v
+
+    def manifest(self) -> dict[str, dict[str, str]]:
+        return {k: dict(v) for k, v in (("requests", self.requests), ("limits", self.limits)) if v}

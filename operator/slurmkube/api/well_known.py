@@ -83,6 +83,8 @@ SLURMD_PRIORITY_CLASS: Final = "slurmkube-slurmd"
 ANNOTATION_POD_TEMPLATE_HASH: Final = f"{GROUP}/pod-template-hash"
 FIELD_MANAGER: Final = "slurmkube-operator"
 FINALIZER: Final = f"{GROUP}/cleanup"
+# On a SlurmCluster being deleted: "true" deletes it now, whatever jobs still run.
+ANNOTATION_FORCE_DELETE: Final = f"{GROUP}/force-delete"
 
 # Ports (slurm.conf(5) defaults; slurmrestd has none, 6820 is the documented usual).
 SLURMCTLD_PORT: Final = 6817

@@ -19,6 +19,7 @@ def login_deployment(cluster: SlurmCluster) -> Manifest:
         "sackd",
         ["sackd", "-D", "--conf-server", f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}"],
         [],
+        cluster.spec.login.resources,
     )
     del container["readinessProbe"], container["ports"]
     # Clients find sackd's cached config under /run/slurm/conf themselves; SLURM_CONF

@@ -49,6 +49,7 @@ class ClusterNames:
 
     cluster: str
     namespace: str
+    domain: str = "cluster.local"
 
     @property
     def controller(self) -> str:
@@ -61,7 +62,7 @@ class ClusterNames:
     @property
     def controller_fqdn(self) -> str:
         # The StatefulSet pod's DNS name through its headless Service.
-        return f"{self.controller_pod}.{self.controller}.{self.namespace}.svc.cluster.local"
+        return f"{self.controller_pod}.{self.controller}.{self.namespace}.svc.{self.domain}"
 
     @property
     def restapi(self) -> str:
@@ -77,7 +78,7 @@ class ClusterNames:
 
     @property
     def slurmdbd_fqdn(self) -> str:
-        return f"{self.slurmdbd}.{self.namespace}.svc.cluster.local"
+        return f"{self.slurmdbd}.{self.namespace}.svc.{self.domain}"
 
     @property
     def slurmdbd_config(self) -> str:
@@ -104,7 +105,11 @@ class ClusterNames:
 
 
 def names_of(cluster: SlurmCluster) -> ClusterNames:
-    return ClusterNames(cluster.metadata.name, wk.namespace_or_default(cluster.metadata.namespace))
+    return ClusterNames(
+        cluster.metadata.name,
+        wk.namespace_or_default(cluster.metadata.namespace),
+        cluster.spec.cluster_domain,
+    )
 
 
 def deployment_context(cluster: SlurmCluster) -> RenderContext:

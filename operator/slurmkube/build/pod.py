@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slurmkube.api import well_known as wk
+from slurmkube.api.meta import Resources
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import Manifest, labels, meta, names_of
 
@@ -42,9 +43,13 @@ def slurm_etc(
 
 
 def daemon_container(
-    cluster: SlurmCluster, name: str, args: Sequence[str], ports: Sequence[tuple[str, int]]
+    cluster: SlurmCluster,
+    name: str,
+    args: Sequence[str],
+    ports: Sequence[tuple[str, int]],
+    resources: Resources | None = None,
 ) -> Manifest:
-    return {
+    container: Manifest = {
         "name": name,
         "image": cluster.spec.image,
         "args": list(args),
@@ -56,6 +61,9 @@ def daemon_container(
         if ports
         else None,
     }
+    if resources is not None and resources.manifest():
+        container["resources"] = resources.manifest()
+    return container
 
 
 def placement(cluster: SlurmCluster) -> Manifest:

@@ -42,7 +42,11 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
     spec = cluster.spec.controller
     # -D: stay in the foreground whether or not the image's entrypoint adds it.
     container = daemon_container(
-        cluster, "slurmctld", ["slurmctld", "-D"], [("slurmctld", wk.SLURMCTLD_PORT)]
+        cluster,
+        "slurmctld",
+        ["slurmctld", "-D"],
+        [("slurmctld", wk.SLURMCTLD_PORT)],
+        spec.resources,
     )
     container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
     volumes = [slurm_etc(cluster), reloader_volume()]
@@ -66,7 +70,7 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
         "metadata": meta(cluster, names.controller, "slurmctld"),
         "spec": {
             "serviceName": names.controller,
-            "replicas": 2 if spec.backup else 1,
+            "replicas": 1,
             "selector": {"matchLabels": labels(cluster, "slurmctld")},
             "template": {
                 "metadata": {"labels": labels(cluster, "slurmctld")},

@@ -30,7 +30,11 @@ def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
     """One slurmdbd (Recreate: two would both write to the database)."""
     names = names_of(cluster)
     container = daemon_container(
-        cluster, "slurmdbd", ["slurmdbd", "-D"], [("slurmdbd", wk.SLURMDBD_PORT)]
+        cluster,
+        "slurmdbd",
+        ["slurmdbd", "-D"],
+        [("slurmdbd", wk.SLURMDBD_PORT)],
+        cluster.spec.accounting.resources,
     )
     # slurmdbd.conf is found next to SLURM_CONF (a path that need not exist);
     # the key comes from the shared volume.

@@ -20,7 +20,13 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
     # and slurmrestd exits without it. JWT only: pods share no UNIX socket.
     plugins = "openapi/slurmctld" + (",openapi/slurmdbd" if cluster.spec.accounting.enabled else "")
     args = ["slurmrestd", "-a", "rest_auth/jwt", "-s", plugins, f"0.0.0.0:{wk.SLURMRESTD_PORT}"]
-    container = daemon_container(cluster, "slurmrestd", args, [("slurmrestd", wk.SLURMRESTD_PORT)])
+    container = daemon_container(
+        cluster,
+        "slurmrestd",
+        args,
+        [("slurmrestd", wk.SLURMRESTD_PORT)],
+        cluster.spec.rest_api.resources,
+    )
     # slurmrestd refuses to run as root or as SlurmUser: its own user (402).
     container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}
     # auth/jwt as its primary plugin, so each client's token is what slurmctld sees.

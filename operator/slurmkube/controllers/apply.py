@@ -208,8 +208,7 @@ def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
     namespace = snap.cluster_obj["metadata"]["namespace"]
     controller = names_of(cluster).controller
     # A pod not made yet mounts the new files when it is.
-    for ordinal in range(2 if cluster.spec.controller.backup else 1):
-        kube.annotate_pod(namespace, f"{controller}-{ordinal}", wk.ANNOTATION_CONFIG_HASH, wanted)
+    kube.annotate_pod(namespace, f"{controller}-0", wk.ANNOTATION_CONFIG_HASH, wanted)
 
 
 def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) -> bool:

@@ -33,6 +33,7 @@ from slurmkube.api.models import TopologySpec
 from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
+from slurmkube.controllers.deletion import hold_while_jobs_run
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.observe import (
     NodeEntry,
@@ -219,10 +220,12 @@ def _forget(key: Key) -> None:
 
 
 @kopf.on.delete(GROUP, VERSION, "slurmclusters")
-def cluster_deleted(namespace: str | None, name: str, **_: Any) -> None:
-    """Namespaced objects go by owner references; the cluster-scoped Kueue ones by label."""
+def cluster_deleted(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+    """Once no job runs (or the deletion is forced): namespaced objects go by owner
+    references, the cluster-scoped Kueue ones by label."""
     leader_only(State.lease, "SlurmCluster", namespace, name)
     kube = _kube()
+    hold_while_jobs_run(kube, State.clients, dict(body))
     selector = (
         f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={wk.namespace_or_default(namespace)}"
     )

@@ -1,0 +1,74 @@
+"""What deleting a SlurmCluster does to the jobs on it (pure).
+
+Deletion takes slurmctld and every slurmd pod with it, so a job still running
+dies. With `deletionPolicy: Drain` (the default) a cluster whose Slurm shows a
+busy node is drained first, nothing new starts, and the deletion waits until
+its jobs end; the force annotation or `deletionPolicy: Delete` skips the wait.
+When the slurmctld pod itself is gone or being deleted (its namespace is going)
+no job can be kept and the deletion goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slurmkube.api import well_known as wk
+from slurmkube.plan.conditions import metav1_conditions
+from slurmkube.plan.model import Condition, SlurmNodeView
+
+DRAIN_REASON = "SlurmCluster deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionStep:
+    proceed: bool
+    message: str
+    drain: tuple[str, ...] = ()
+
+
+def plan_deletion(
+    *,
+    policy: str,
+    forced: bool,
+    slurm_nodes: Mapping[str, SlurmNodeView] | None,
+    controller_running: bool,
+) -> DeletionStep:
+    """The next step of a SlurmCluster's deletion. `slurm_nodes` None: Slurm did not
+    answer; `controller_running`: the slurmctld pod runs and is not being deleted."""
+    force = f"annotate {wk.ANNOTATION_FORCE_DELETE}=true to delete now (running jobs die)"
+    if policy == "Delete":
+        return DeletionStep(True, "deletionPolicy Delete")
+    if forced:
+        return DeletionStep(True, f"forced by {wk.ANNOTATION_FORCE_DELETE}")
+    if not controller_running:
+        return DeletionStep(True, "slurmctld is gone or going: no job can be kept")
+    if slurm_nodes is None:
+        return DeletionStep(False, f"Slurm does not answer, jobs may run; waiting; {force}")
+    busy = sorted(n for n, v in slurm_nodes.items() if v.busy)
+    if not busy:
+        return DeletionStep(True, "no job runs")
+    sample = ", ".join(busy[:5]) + (", ..." if len(busy) > 5 else "")
+    return DeletionStep(
+        False,
+        f"{len(busy)} nodes still run jobs ({sample}); every node is drained and the "
+        f"deletion waits for the jobs to end; {force}",
+        drain=tuple(sorted(n for n, v in slurm_nodes.items() if not v.drain)),
+    )
+
+
+def deletion_conditions(
+    previous: Sequence[Mapping[str, Any]], step: DeletionStep, generation: int | None, now: str
+) -> list[dict[str, Any]]:
+    """The status conditions while a deletion waits: `Deleting` says why, the rest
+    stay as the last reconcile left them."""
+    kept = [
+        Condition(str(c["type"]), c.get("status") == "True", str(c["reason"]), str(c["message"]))
+        for c in previous
+        if c.get("type") != "Deleting" and "reason" in c
+    ]
+    reason = "Deleting" if step.proceed else "WaitingForJobs"
+    return metav1_conditions(
+        previous, [*kept, Condition("Deleting", True, reason, step.message)], generation, now
+    )
