@@ -60,7 +60,7 @@ def test_sample_cluster_and_node_sets_are_accepted(
     cluster = kube.get(API, "SlurmCluster", "fleet", namespace=namespace)
     assert cluster is not None
     # Defaults from the models are applied by the API server.
-    assert cluster["spec"]["image"] == "slurmkube/slurm:24.11.5"
+    assert cluster["spec"]["image"] == "localhost/slurmkube/slurm:24.11.5"
     assert cluster["spec"]["partitions"][0]["priorityTier"] == 1
 
 

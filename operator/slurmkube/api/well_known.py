@@ -63,7 +63,9 @@ def is_health_drain(reason: str) -> bool:
     return reason.startswith(HEALTH_REASON_PREFIX)
 
 
-DEFAULT_SLURM_IMAGE: Final = "slurmkube/slurm:24.11.5"
+# `make images` tags it so; `localhost/` is the node's own image store, a name no
+# registry can claim. Clusters elsewhere set spec.image to their registry's copy.
+DEFAULT_SLURM_IMAGE: Final = "localhost/slurmkube/slurm:24.11.5"
 
 # Labels on every object slurmkube creates (Kubernetes recommended labels).
 LABEL_NAME: Final = "app.kubernetes.io/name"
