@@ -51,7 +51,7 @@ def test_a_running_job_holds_the_deletion_until_it_ends(
     )
     assert "1 nodes still run jobs" in deleting(held)["message"]  # type: ignore[index]
     # Every node drained: a job submitted now stays pending.
-    states = in_ctld(namespace, "sinfo", "-h", "-N", "-o", "%N %T").split("\n")
+    states = in_ctld(namespace, "sinfo", "-h", "-N", "-o", "%N %T").strip().splitlines()
     assert states and all("drain" in line for line in states), states
     late = in_ctld(namespace, "sbatch", "--parsable", "-N1", "--wrap", "true").strip()
     assert in_ctld(namespace, "squeue", "-h", "-j", late, "-o", "%T").strip() == "PENDING"
