@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.topology import rendered_blocks, topology_file
 from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
@@ -72,7 +72,7 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
     slurm_conf = config["data"]["slurm.conf"]
     fleet = [n for n in gpu_nodes if n["metadata"]["labels"].get("e2e.slurmkube.io/fleet") == "gpu"]
     assert "PartitionName=gpu Nodes=gpu-000-[00-03],gpu-001-[00-03]" in slurm_conf
-    assert config["data"]["topology.conf"].count("BlockName=") == 2
+    assert len(rendered_blocks(config["data"])) == 2
     # Objects are applied one after another: wait for each, never assume the order.
     sts = wait_for(
         kube,
@@ -154,7 +154,7 @@ def test_relabelled_node_moves_block_in_the_rendered_topology(
     kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
 ) -> None:
     config = apply_cluster(kube, namespace)
-    before = config["data"]["topology.conf"]
+    before = topology_file(config["data"])
     node = "gpu-000-00"
     original = next(n for n in gpu_nodes if n["metadata"]["name"] == node)
     old = original["metadata"]["labels"]["nvidia.com/gpu.clique"]
@@ -171,22 +171,16 @@ def test_relabelled_node_moves_block_in_the_rendered_topology(
             "v1",
             "ConfigMap",
             "gpu-slurm-config",
-            lambda o: o["data"]["topology.conf"] != before,
+            lambda o: topology_file(o["data"]) != before,
             namespace=namespace,
             timeout=30,
         )
         latency = time.monotonic() - started
-        blocks = {
-            line.split()[0].removeprefix("BlockName="): expand(
-                line.split()[1].removeprefix("Nodes=")
-            )
-            for line in moved["data"]["topology.conf"].splitlines()
-            if line.startswith("BlockName=")
-        }
+        blocks = rendered_blocks(moved["data"])
         # The old domain drops below the base block size (4) and leaves the file.
         assert node in blocks[target]
         assert old not in blocks
-        print(f"label patch -> rendered topology.conf: {latency:.2f}s")
+        print(f"label patch -> rendered topology file: {latency:.2f}s")
     finally:
         kube.patch("v1", "Node", node, {"metadata": {"labels": {"nvidia.com/gpu.clique": old}}})
 

@@ -187,6 +187,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         kueue_objects=kueue_objects(bundle),
         disruption_budgets=tuple(slurmd_disruption_budget(cluster, ns) for ns in bundle.node_sets),
         topology_summary=topology_summary(config, rendered),
+        slurm_version=str(config.slurm_version),
         scaling=scaling,
         hold=hold,
         busy_labels=busy_labels(observed.pods, observed.slurm_nodes),

@@ -96,15 +96,19 @@ def _layout(config: SlurmConfig, name: str) -> dict[str, Any]:
 
 
 def render_files(config: SlurmConfig) -> RenderedConfig:
-    topology = topology_file_name(config)
     return RenderedConfig(
         files={
             "slurm.conf": render_slurm_conf(config),
             "gres.conf": render_gres_conf(config),
             "cgroup.conf": render_cgroup_conf(config),
-            topology: _TOPOLOGY_RENDERERS[topology](config),
+            topology_file_name(config): render_topology(config),
         }
     )
+
+
+def render_topology(config: SlurmConfig) -> str:
+    """The topology file of the cluster's release (`topology_file_name`)."""
+    return _TOPOLOGY_RENDERERS[topology_file_name(config)](config)
 
 
 _TOPOLOGY_RENDERERS: Mapping[str, Callable[[SlurmConfig], str]] = {
