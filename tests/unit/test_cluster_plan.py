@@ -247,3 +247,22 @@ def test_a_wanted_node_is_undrained_only_from_a_non_health_drain_of_ours() -> No
         "d": idle("d"),
     }
     assert undrain_candidates(desired, slurm) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "version", "topology_file"),
+    [
+        (None, "24.11", "topology.conf"),
+        ({"image": "slurmkube/slurm:26.05.5"}, "26.05", "topology.yaml"),
+        ({"slurm": {"version": "26.05"}}, "26.05", "topology.yaml"),
+    ],
+)
+def test_the_plan_names_the_release_and_its_configmap_holds_the_file_it_reads(
+    extra: dict[str, object] | None, version: str, topology_file: str
+) -> None:
+    plan = plan_cluster(observed(extra=extra))
+    assert plan.slurm_version == version
+    assert plan.config_map is not None
+    data = plan.config_map["data"]
+    assert {k for k in data if k.startswith("topology.")} == {topology_file}
+    assert plan.topology_summary.startswith(f"{topology_file} ")

@@ -325,9 +325,10 @@ class SlurmClusterSpec(StrictModel):
                 )
         return self
 
-    def slurm_version(self, where: str) -> SlurmVersion:
-        """The release the cluster renders for (slurmkube.api.slurm_version)."""
-        return cluster_slurm_version(self.slurm.version, self.image, where)
+    def slurm_version(self, spec: str) -> SlurmVersion:
+        """The release the cluster renders for (slurmkube.api.slurm_version); `spec`
+        says where this spec is, for errors."""
+        return cluster_slurm_version(self.slurm.version, self.image, spec)
 
 
 class SlurmCluster(StrictModel):
@@ -344,4 +345,4 @@ class SlurmCluster(StrictModel):
 
     @property
     def slurm_version(self) -> SlurmVersion:
-        return self.spec.slurm_version(f"SlurmCluster {self.metadata.name}")
+        return self.spec.slurm_version(f"SlurmCluster {self.metadata.name} spec")

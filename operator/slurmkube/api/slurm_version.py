@@ -72,22 +72,23 @@ def image_series(image: str) -> SlurmVersion | None:
     return SlurmVersion(int(found[1]), int(found[2])) if found else None
 
 
-def cluster_slurm_version(version: str | None, image: str, where: str) -> SlurmVersion:
+def cluster_slurm_version(version: str | None, image: str, spec: str) -> SlurmVersion:
     """The version a cluster renders for: `version` (spec.slurm.version) when set,
-    else the series `image` (spec.image) names, else DEFAULT.
+    else the series `image` (spec.image) names, else DEFAULT. `spec` is where the
+    spec is (`SlurmCluster c spec`; empty inside the spec's own validator).
 
     An image whose tag names a series slurmkube does not support is an error:
     its daemons would be given files for another release.
     """
-    at = f"{where} " if where else ""
+    at = f"{spec}." if spec else ""
     if version is not None:
-        return parse_slurm_version(version, f"{at}spec.slurm.version")
+        return parse_slurm_version(version, f"{at}slurm.version")
     series = image_series(image)
     if series is None:
         return DEFAULT
     if series not in SUPPORTED:
         raise InvalidValue(
-            f"{at}spec.image",
+            f"{at}image",
             image,
             f"an image of a supported Slurm release ({_names()}), "
             "or spec.slurm.version set to the release it runs",

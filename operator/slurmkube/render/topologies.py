@@ -4,8 +4,8 @@ Slurm 25.05+ reads several topologies from topology.yaml(5), each named, the
 first with `cluster_default: true` used by partitions that name none; a
 partition picks another with `Topology=` (slurm.conf(5)). slurmkube names the
 NVLink domains as blocks `nvlink` and the switch tree `network`, and renders
-each only while the fleet gives it a block or a switch: 26.05's topology/block
-refuses a topology without blocks. `flat` (no topology) is rendered when it is
+each only while the fleet's labels give it a block or a switch: 26.05's
+topology/block refuses a topology without blocks. `flat` (no topology) is rendered when it is
 the default, or when a partition asks for it or for one the fleet left empty,
 so no partition ever names a topology the file does not hold.
 """
@@ -46,9 +46,9 @@ def named_topologies(
 ) -> NamedTopologies:
     """What the fleet fills (`topology`), with `plugin`'s topology the default when
     it is filled, and flat wherever a default or a partition (`asked`) needs it."""
-    filled = [
-        name for name, units in ((NVLINK, topology.blocks), (NETWORK, topology.switches)) if units
-    ]
+    # A tree of `unknown` switches only (no node has a tier label) says nothing.
+    tree = topology.switches if topology.tiers_labelled else ()
+    filled = [name for name, units in ((NVLINK, topology.blocks), (NETWORK, tree)) if units]
     default = DEFAULT_OF_PLUGIN[plugin] if DEFAULT_OF_PLUGIN[plugin] in filled else FLAT
     if default == FLAT or any(a is not None and a not in filled for a in asked):
         filled.append(FLAT)

@@ -57,9 +57,11 @@ def parse_topology_yaml(text: str) -> dict[str, dict[str, TopologyRecord]]:
     Raises ValueError when the text is not YAML, or not a list of named topologies.
     """
     try:
-        loaded = yaml.safe_load(text) or []
+        loaded = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ValueError(f"not YAML: {err}") from err
+    if loaded is None:  # an empty file, or comments only
+        return {}
     if not isinstance(loaded, list):
         raise ValueError(f"expected a list of topologies, got {type(loaded).__name__}")
     topologies: dict[str, dict[str, TopologyRecord]] = {}
