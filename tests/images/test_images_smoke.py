@@ -18,7 +18,7 @@ import os
 import secrets
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -28,24 +28,15 @@ from slurmkube_local.builders import NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
+from .daemons import CONTROLLER, host_options, start_slurmctld, start_slurmd, wait_until
 
 SLURM_UID = 401
 RESTD_UID = 402
 NODE = "smoke-n1"
-CONTROLLER = "smoke-ctl"
 # The pods' terminationGracePeriodSeconds is 30 s; a stop must not wait it out.
 GRACE = 30
 CLEAN_STOP_SECONDS = 10
 SLURM_IMAGES = {"slurm-26.05": "26.05", "slurm-24.11": "24.11"}
-
-
-def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
 
 
 def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
@@ -128,44 +119,25 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
     prefix = f"slurmkube-smoke-{os.getpid()}-{SLURM_IMAGES[name]}"
     conf_server = ("--env", f"SLURMKUBE_CONF_SERVER=127.0.0.1:{ctl_port}")
     sack_key = ("--env", "SLURM_SACK_KEY=/etc/slurm/slurm.key")
-
-    def options(host: str, conf: Path, *extra: str) -> tuple[str, ...]:
-        return ("--network=host", f"--hostname={host}", "-v", f"{conf}:/etc/slurm:ro", *extra)
-
-    ctl = podman.start(
-        f"{prefix}-slurmctld",
-        image,
-        "slurmctld",
-        options=options(
-            CONTROLLER,
-            etc,
-            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
-            "-v",
-            f"{state}:/var/spool/slurmctld",
-        ),
-    )
-    wait_until(
-        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
-        "slurmctld to answer",
-        podman,
-    )
+    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
     # slurmctld runs as SlurmUser from the image's USER, not as root.
     top = podman("top", ctl, "huser", "comm").splitlines()[1:]
     users = dict(line.split()[::-1] for line in top)
     assert users["slurmctld"] == str(SLURM_UID), users
-    slurmd = podman.start(
-        f"{prefix}-slurmd",
+    slurmd = start_slurmd(
+        podman,
         image,
-        "slurmd",
-        "-N",
-        NODE,
-        options=options(NODE, key_only, "--user=0", *conf_server, *sack_key),
+        f"{prefix}-slurmd",
+        node=NODE,
+        key=key_only,
+        ctl_port=ctl_port,
+        extra=sack_key,
     )
     sackd = podman.start(
         f"{prefix}-sackd",
         image,
         "sackd",
-        options=options("smoke-login", key_only, *conf_server, *sack_key),
+        options=host_options("smoke-login", key_only, *conf_server, *sack_key),
     )
     restd = podman.start(
         f"{prefix}-slurmrestd",
@@ -176,7 +148,7 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
         "-s",
         "openapi/slurmctld",
         f"127.0.0.1:{rest_port}",
-        options=options(
+        options=host_options(
             "smoke-rest",
             rest_etc,
             f"--user={RESTD_UID}:{RESTD_UID}",

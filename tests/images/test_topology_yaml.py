@@ -31,9 +31,9 @@ from slurmkube_local.builders import CLUSTER_UUID, NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
-from .test_images_smoke import SLURM_UID, wait_until, write_files
+from .daemons import CONTROLLER, start_slurmctld, start_slurmd, wait_until
+from .test_images_smoke import SLURM_UID, write_files
 
-CONTROLLER = "topo-ctl"
 NODE = "gpu-0001"
 PARTITIONS = [
     {"name": "gpu", "nodeSets": ["gpu"], "default": True},
@@ -94,41 +94,8 @@ def test_slurm_26_05_puts_the_labels_blocks_and_switches_in_force_from_topology_
     state.mkdir()
     os.chown(state, SLURM_UID, SLURM_UID)
     prefix = f"slurmkube-topoyaml-{os.getpid()}"
-    ctl = podman.start(
-        f"{prefix}-slurmctld",
-        image,
-        "slurmctld",
-        options=(
-            "--network=host",
-            f"--hostname={CONTROLLER}",
-            "-v",
-            f"{etc}:/etc/slurm:ro",
-            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
-            "-v",
-            f"{state}:/var/spool/slurmctld",
-        ),
-    )
-    wait_until(
-        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
-        "slurmctld to answer",
-        podman,
-    )
-    podman.start(
-        f"{prefix}-slurmd",
-        image,
-        "slurmd",
-        "-N",
-        NODE,
-        options=(
-            "--network=host",
-            f"--hostname={NODE}",
-            "-v",
-            f"{key_only}:/etc/slurm:ro",
-            "--user=0",
-            "--env",
-            f"SLURMKUBE_CONF_SERVER=127.0.0.1:{ctl_port}",
-        ),
-    )
+    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
+    start_slurmd(podman, image, f"{prefix}-slurmd", node=NODE, key=key_only, ctl_port=ctl_port)
 
     def scontrol(*args: str) -> str:
         return podman("exec", ctl, "scontrol", *args)
