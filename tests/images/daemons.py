@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from slurmkube.render import RenderContext
+
 from .conftest import Podman
 
 # SlurmctldHost of the configurations the image tests render.
@@ -21,6 +23,21 @@ def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: fl
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
+
+
+def loopback_context(ctl_port: int, node: str, node_port: int) -> RenderContext:
+    """Where the daemons run in these tests: loopback ports, one slurmd (`node`)."""
+    return RenderContext(
+        controller_host=CONTROLLER,
+        controller_addr="127.0.0.1",
+        slurmctld_port=ctl_port,
+        node_ports={node: node_port},
+        node_addr="127.0.0.1",
+        # No cgroup hierarchy is delegated to these containers.
+        cgroups=False,
+        # The node's size comes from the Node object, not from this host.
+        config_overrides=True,
+    )
 
 
 def host_options(host: str, conf: Path, *extra: str) -> tuple[str, ...]:
@@ -69,4 +86,16 @@ def start_slurmd(
         "-N",
         node,
         options=host_options(node, key, "--user=0", *conf_server, *extra),
+    )
+
+
+def wait_idle(podman: Podman, ctl: str, node: str) -> None:
+    """Until slurmctld shows `node` idle: its slurmd registered."""
+    wait_until(
+        lambda: (
+            podman("exec", ctl, "sinfo", "-h", "-n", node, "-o", "%T", check=False).strip()
+            == "idle"
+        ),
+        f"{node} idle",
+        podman,
     )

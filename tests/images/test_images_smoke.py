@@ -23,12 +23,19 @@ from pathlib import Path
 
 import pytest
 
-from slurmkube.render import RenderContext, plan_config, render_files
+from slurmkube.render import plan_config, render_files
 from slurmkube_local.builders import NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
-from .daemons import CONTROLLER, host_options, start_slurmctld, start_slurmd, wait_until
+from .daemons import (
+    host_options,
+    loopback_context,
+    start_slurmctld,
+    start_slurmd,
+    wait_idle,
+    wait_until,
+)
 
 SLURM_UID = 401
 RESTD_UID = 402
@@ -56,17 +63,7 @@ def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> 
 
 def rendered(ctl_port: int, node_port: int) -> dict[str, str]:
     """slurmkube's rendering for one CPU node, with the image's paths."""
-    context = RenderContext(
-        controller_host=CONTROLLER,
-        controller_addr="127.0.0.1",
-        slurmctld_port=ctl_port,
-        node_ports={NODE: node_port},
-        node_addr="127.0.0.1",
-        # No cgroup hierarchy is delegated to these containers.
-        cgroups=False,
-        # The node's size comes from the Node object, not from this host.
-        config_overrides=True,
-    )
+    context = loopback_context(ctl_port, NODE, node_port)
     # In an NVLink domain: Slurm 26.05's topology/block refuses to start with
     # no block at all (24.11 only logs "No blocks configured").
     node = NodeBuilder(NODE).gpus(0).clique(1).obj()
@@ -156,14 +153,7 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
             "--env=SLURM_JWT=daemon",
         ),
     )
-    wait_until(
-        lambda: (
-            podman("exec", ctl, "sinfo", "-h", "-n", NODE, "-o", "%T", check=False).strip()
-            == "idle"
-        ),
-        f"{NODE} idle",
-        podman,
-    )
+    wait_idle(podman, ctl, NODE)
     # The login side: client commands with sackd's fetched config and credentials.
     wait_until(
         lambda: podman.succeeds("exec", sackd, "test", "-r", "/run/slurm/conf/slurm.conf"),

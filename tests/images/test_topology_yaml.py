@@ -25,13 +25,13 @@ import pytest
 from images import build as image_build
 from slurmkube.api.models import KubeNode
 from slurmkube.plan.reconfigure import topologies_shown
-from slurmkube.render import RenderContext, plan_config, render_files
+from slurmkube.render import plan_config, render_files
 from slurmkube.slurm.topology_text import TopologyRecord, parse_topology, parse_topology_yaml
 from slurmkube_local.builders import CLUSTER_UUID, NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
-from .daemons import CONTROLLER, start_slurmctld, start_slurmd, wait_until
+from .daemons import loopback_context, start_slurmctld, start_slurmd, wait_idle, wait_until
 from .test_images_smoke import SLURM_UID, write_files
 
 NODE = "gpu-0001"
@@ -59,15 +59,7 @@ def fleet(leaf_of_third: str = "leaf-02") -> list[KubeNode]:
 
 
 def rendered(nodes: list[KubeNode], ctl_port: int, node_port: int) -> dict[str, str]:
-    context = RenderContext(
-        controller_host=CONTROLLER,
-        controller_addr="127.0.0.1",
-        slurmctld_port=ctl_port,
-        node_ports={NODE: node_port},
-        node_addr="127.0.0.1",
-        cgroups=False,
-        config_overrides=True,
-    )
+    context = loopback_context(ctl_port, NODE, node_port)
     extra: dict[str, Any] = {"slurm": {"version": "26.05"}, "partitions": PARTITIONS}
     config = plan_config(bundle(block_size=2, extra=extra), nodes, context)
     return dict(render_files(config).files)
@@ -124,15 +116,7 @@ def test_slurm_26_05_puts_the_labels_blocks_and_switches_in_force_from_topology_
     assert "Topology=network" in scontrol("show", "partition", "net")
 
     # A job in the partition on the network topology (the one slurmd's node).
-    wait_until(
-        lambda: (
-            podman("exec", ctl, "sinfo", "-h", "-n", NODE, "-o", "%T", check=False).strip()
-            == "idle"
-        ),
-        f"{NODE} idle",
-        podman,
-        timeout=20,
-    )
+    wait_idle(podman, ctl, NODE)
     job = podman("exec", ctl, "srun", "-p", "net", "-w", NODE, "-t", "1", "hostname", timeout=30)
     assert job.strip() == NODE, podman.logs()
 
