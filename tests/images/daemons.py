@@ -4,8 +4,11 @@ them: host network on loopback, own hostname, the config or key directory at
 
 from __future__ import annotations
 
+import os
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from slurmkube.render import RenderContext
@@ -14,6 +17,16 @@ from .conftest import Podman
 
 # SlurmctldHost of the configurations the image tests render.
 CONTROLLER = "smoke-ctl"
+# SlurmUser's uid and gid in the slurm image (images/slurm/Dockerfile).
+SLURM_UID = 401
+
+
+@dataclass(frozen=True)
+class Started:
+    """A slurmctld with one registered slurmd; `etc` is its /etc/slurm, writable here."""
+
+    ctl: str
+    etc: Path
 
 
 def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: float = 60) -> None:
@@ -99,3 +112,43 @@ def wait_idle(podman: Podman, ctl: str, node: str) -> None:
         f"{node} idle",
         podman,
     )
+
+
+def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
+    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
+    directory.mkdir(parents=True)
+    for name, content in files.items():
+        path = directory / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        os.chown(path, 0, gid)
+        path.chmod(0o440)
+    directory.chmod(0o755)
+    return directory
+
+
+def start_cluster(
+    podman: Podman,
+    image: str,
+    tmp_path: Path,
+    files: Mapping[str, str],
+    *,
+    node: str,
+    ctl_port: int,
+) -> Started:
+    """slurmctld on `files` plus fresh keys, and `node`'s configless slurmd,
+    registered; containers named after this process, removed by the fixture."""
+    key = secrets.token_bytes(1024)
+    keys = {"slurm.key": key, "jwt.key": secrets.token_bytes(32)}
+    etc = write_files(tmp_path / "etc", {**files, **keys}, SLURM_UID)
+    key_only = write_files(tmp_path / "key", {"slurm.key": key}, SLURM_UID)
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, SLURM_UID, SLURM_UID)
+    prefix = f"slurmkube-{tmp_path.name}-{os.getpid()}"[:60]
+    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
+    start_slurmd(podman, image, f"{prefix}-slurmd", node=node, key=key_only, ctl_port=ctl_port)
+    wait_idle(podman, ctl, node)
+    return Started(ctl, etc)

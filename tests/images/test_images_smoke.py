@@ -18,7 +18,6 @@ import os
 import secrets
 import time
 import urllib.request
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -29,36 +28,22 @@ from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
 from .daemons import (
+    SLURM_UID,
     host_options,
     loopback_context,
     start_slurmctld,
     start_slurmd,
     wait_idle,
     wait_until,
+    write_files,
 )
 
-SLURM_UID = 401
 RESTD_UID = 402
 NODE = "smoke-n1"
 # The pods' terminationGracePeriodSeconds is 30 s; a stop must not wait it out.
 GRACE = 30
 CLEAN_STOP_SECONDS = 10
 SLURM_IMAGES = {"slurm-26.05": "26.05", "slurm-24.11": "24.11"}
-
-
-def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
-    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
-    directory.mkdir(parents=True)
-    for name, content in files.items():
-        path = directory / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-        os.chown(path, 0, gid)
-        path.chmod(0o440)
-    directory.chmod(0o755)
-    return directory
 
 
 def rendered(ctl_port: int, node_port: int) -> dict[str, str]:

@@ -14,8 +14,6 @@ partition on the network topology; a relabelled node moves switch after
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -31,8 +29,7 @@ from slurmkube_local.builders import CLUSTER_UUID, NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
-from .daemons import loopback_context, start_slurmctld, start_slurmd, wait_idle, wait_until
-from .test_images_smoke import SLURM_UID, write_files
+from .daemons import loopback_context, start_cluster, wait_until
 
 NODE = "gpu-0001"
 PARTITIONS = [
@@ -72,22 +69,13 @@ def members(records: dict[str, TopologyRecord]) -> dict[str, tuple[set[str], set
 def test_slurm_26_05_puts_the_labels_blocks_and_switches_in_force_from_topology_yaml(
     image: str, podman: Podman, tmp_path: Path
 ) -> None:
-    started = time.monotonic()
+    began = time.monotonic()
     ctl_port, node_port = free_ports(2)
     files = rendered(fleet(), ctl_port, node_port)
     assert "topology.conf" not in files
     assert "\nTopologyPlugin=" not in files["slurm.conf"]
-    key = secrets.token_bytes(1024)
-    etc = write_files(
-        tmp_path / "etc", {**files, "slurm.key": key, "jwt.key": secrets.token_bytes(32)}, SLURM_UID
-    )
-    key_only = write_files(tmp_path / "key", {"slurm.key": key}, SLURM_UID)
-    state = tmp_path / "state"
-    state.mkdir()
-    os.chown(state, SLURM_UID, SLURM_UID)
-    prefix = f"slurmkube-topoyaml-{os.getpid()}"
-    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
-    start_slurmd(podman, image, f"{prefix}-slurmd", node=NODE, key=key_only, ctl_port=ctl_port)
+    cluster = start_cluster(podman, image, tmp_path, files, node=NODE, ctl_port=ctl_port)
+    ctl, etc = cluster.ctl, cluster.etc
 
     def scontrol(*args: str) -> str:
         return podman("exec", ctl, "scontrol", *args)
@@ -116,7 +104,6 @@ def test_slurm_26_05_puts_the_labels_blocks_and_switches_in_force_from_topology_
     assert "Topology=network" in scontrol("show", "partition", "net")
 
     # A job in the partition on the network topology (the one slurmd's node).
-    wait_idle(podman, ctl, NODE)
     job = podman("exec", ctl, "srun", "-p", "net", "-w", NODE, "-t", "1", "hostname", timeout=30)
     assert job.strip() == NODE, podman.logs()
 
@@ -138,4 +125,4 @@ def test_slurm_26_05_puts_the_labels_blocks_and_switches_in_force_from_topology_
     switches = members(parse_topology(scontrol("show", "topology", "network")))
     assert switches["leaf-01"] == ({"gpu-0001", "gpu-0002", "gpu-0003"}, set())
     assert switches["leaf-02"] == ({"gpu-0004"}, set())
-    assert time.monotonic() - started < 30, "keep this test fast"
+    assert time.monotonic() - began < 30, "keep this test fast"

@@ -266,3 +266,23 @@ def test_the_plan_names_the_release_and_its_configmap_holds_the_file_it_reads(
     data = plan.config_map["data"]
     assert {k for k in data if k.startswith("topology.")} == {topology_file}
     assert plan.topology_summary.startswith(f"{topology_file} ")
+
+
+@pytest.mark.parametrize(("version", "serves"), [("24.11", False), ("26.05", True)])
+def test_the_slurmctld_metrics_service_exists_only_where_the_release_serves_openmetrics(
+    version: str, serves: bool
+) -> None:
+    plan = plan_cluster(observed(extra={"slurm": {"version": version}}))
+    services = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] == "Service"}
+    assert ("test-slurmctld-metrics" in services) is serves
+    assert (("v1", "Service", "test-slurmctld-metrics") in plan.prune) is not serves
+    assert plan.config_map is not None
+    conf = plan.config_map["data"]["slurm.conf"].splitlines()
+    assert ("MetricsType=metrics/openmetrics" in conf) is serves
+    if serves:
+        service = services["test-slurmctld-metrics"]
+        assert service["metadata"]["labels"]["app.kubernetes.io/name"] == "slurmctld-metrics"
+        assert service["spec"]["ports"] == [
+            {"name": "metrics", "port": 6817, "targetPort": "slurmctld"}
+        ]
+        assert service["spec"]["selector"] == services["test-slurmctld"]["spec"]["selector"]

@@ -179,13 +179,15 @@ def test_24_11_keeps_topology_conf_and_the_topology_plugin() -> None:
     ]
 
 
-def test_26_05_slurm_conf_has_no_topology_plugin_and_differs_only_there() -> None:
+def test_26_05_slurm_conf_drops_the_topology_plugin_and_serves_openmetrics_nothing_else() -> None:
     _, old = rendered(cluster(version="24.11"), fleet())
     _, new = rendered(cluster(version="26.05"), fleet())
     removed = set(old["slurm.conf"].splitlines()) - set(new["slurm.conf"].splitlines())
     added = set(new["slurm.conf"].splitlines()) - set(old["slurm.conf"].splitlines())
     assert removed == {"TopologyPlugin=topology/block"}
-    assert all(line.startswith("#") for line in added), added
+    assert {line for line in added if not line.startswith("#")} == {
+        "MetricsType=metrics/openmetrics"
+    }
     assert (old["gres.conf"], old["cgroup.conf"]) == (new["gres.conf"], new["cgroup.conf"])
 
 
