@@ -45,7 +45,7 @@ def rendered_blocks(data: Mapping[str, str]) -> dict[str, frozenset[str]]:
     if "topology.yaml" in data:
         nvlink = parse_topology_yaml(data["topology.yaml"]).get("nvlink", {})
         return {name: frozenset(record.nodes) for name, record in nvlink.items()}
-    return parse_blocks(data["topology.conf"])
+    return parse_blocks(data.get("topology.conf", ""))
 
 
 def slurm_blocks(namespace: str) -> dict[str, frozenset[str]]:

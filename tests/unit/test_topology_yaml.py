@@ -358,3 +358,13 @@ def test_no_label_value_can_add_a_key_or_a_topology_to_topology_yaml(
     assert set(parsed.get("nvlink", {})) == {str(b.name) for b in config.topology.blocks}
     switches = {str(s.name) for s in config.topology.switches}
     assert set(parsed.get("network", {})) == (switches if "network" in parsed else set())
+
+
+def test_the_e2e_suite_reads_the_same_blocks_from_either_topology_file() -> None:
+    from slurmkube_e2e.topology import rendered_blocks, topology_file
+
+    old = render_files(plan_config(cluster(version="24.11"), fleet())).files
+    new = render_files(plan_config(cluster(version="26.05"), fleet())).files
+    assert rendered_blocks(old) == rendered_blocks(new)
+    assert len(rendered_blocks(new)) == 3
+    assert (topology_file(old), topology_file(new)) == (old["topology.conf"], new["topology.yaml"])
