@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import string
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,14 @@ from hypothesis import strategies as st
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import KubeNode
+from slurmkube.controllers.apply import topology_in_force
 from slurmkube.plan.reconfigure import topologies_shown
 from slurmkube.plan.topology_status import topology_summary
 from slurmkube.render import plan_config, render_files
 from slurmkube.render.config import SlurmConfig
+from slurmkube.slurm import CliClient
 from slurmkube.slurm.topology_text import TopologyRecord, parse_topology_yaml
+from slurmkube_e2e.topology import rendered_blocks, topology_file
 from slurmkube_local.builders import NodeBuilder, bundle, nvl_fleet
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
@@ -361,10 +366,27 @@ def test_no_label_value_can_add_a_key_or_a_topology_to_topology_yaml(
 
 
 def test_the_e2e_suite_reads_the_same_blocks_from_either_topology_file() -> None:
-    from slurmkube_e2e.topology import rendered_blocks, topology_file
-
     old = render_files(plan_config(cluster(version="24.11"), fleet())).files
     new = render_files(plan_config(cluster(version="26.05"), fleet())).files
     assert rendered_blocks(old) == rendered_blocks(new)
     assert len(rendered_blocks(new)) == 3
     assert (topology_file(old), topology_file(new)) == (old["topology.conf"], new["topology.yaml"])
+
+
+@pytest.mark.parametrize("version", ["24.11", "26.05"])
+def test_the_controller_asks_slurm_for_what_the_release_reads(version: str, tmp_path: Path) -> None:
+    """topology.conf against `show topology`, topology.yaml against `show topoconf`:
+    a stand-in scontrol prints what `shown` config Slurm would have in force."""
+    wanted = render_files(plan_config(cluster(version=version), fleet())).files
+    moved = [*fleet()[:-1], relabel(fleet()[-1], 1, "leaf-02")]
+    stale = render_files(plan_config(cluster(version=version), moved)).files
+    name = "topology.yaml" if version == "26.05" else "topology.conf"
+    for shown, in_force in ((wanted, True), (stale, False)):
+        (tmp_path / "shown").write_text(shown[name])
+        script = tmp_path / "scontrol"
+        script.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/argv\ncat {tmp_path}/shown\n')
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+        scontrol = CliClient(bin_dir=tmp_path, env=dict(os.environ))
+        assert topology_in_force(wanted, scontrol) is in_force
+    asked = "show topoconf" if version == "26.05" else "show topology"
+    assert set((tmp_path / "argv").read_text().splitlines()) == {asked}

@@ -229,7 +229,7 @@ def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) 
                 clock.written_at.isoformat(),
             )
             return False
-        if not _topology_in_force(plan.rendered.files, scontrol):
+        if not topology_in_force(plan.rendered.files, scontrol):
             log.info("config not in force yet hash=%s topology differs", clock.hash[:12])
             return False
         return True
@@ -238,7 +238,7 @@ def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) 
         return False
 
 
-def _topology_in_force(files: Mapping[str, str], scontrol: CliClient) -> bool:
+def topology_in_force(files: Mapping[str, str], scontrol: CliClient) -> bool:
     """The rendered topology file's blocks and switches, as Slurm shows them."""
     if TOPOLOGY_YAML in files:
         rendered = parse_topology_yaml(files[TOPOLOGY_YAML])
