@@ -390,3 +390,20 @@ def test_the_controller_asks_slurm_for_what_the_release_reads(version: str, tmp_
         assert topology_in_force(wanted, scontrol) is in_force
     asked = "show topoconf" if version == "26.05" else "show topology"
     assert set((tmp_path / "argv").read_text().splitlines()) == {asked}
+
+
+@pytest.mark.parametrize("value", ["true", "null", "yes", "on", "1.10", "0x1F", "1e3", "010", "~"])
+def test_label_values_yaml_would_retype_stay_names(value: str) -> None:
+    """slurmctld 26.05.5 reads such names quoted as dumped (checked with the image:
+    BlockName=null, SwitchName=1e3, ...); `~` is no topology name and is reported."""
+    nodes = [
+        relabel(n, value if i < 2 else 2, value if i < 2 else "leaf-02")
+        for i, n in enumerate(fleet())
+    ]
+    config, files = rendered(cluster(), nodes)
+    parsed = parse_topology_yaml(files["topology.yaml"])
+    if value == "~":
+        assert config.topology.problems
+        return
+    assert set(parsed["nvlink"][value].nodes) == {"gpu-0001", "gpu-0002"}
+    assert set(parsed["network"][value].nodes) == {"gpu-0001", "gpu-0002"}
