@@ -46,13 +46,15 @@ CLEAN_STOP_SECONDS = 10
 SLURM_IMAGES = {"slurm-26.05": "26.05", "slurm-24.11": "24.11"}
 
 
-def rendered(ctl_port: int, node_port: int) -> dict[str, str]:
-    """slurmkube's rendering for one CPU node, with the image's paths."""
+def rendered(ctl_port: int, node_port: int, series: str = "24.11") -> dict[str, str]:
+    """slurmkube's rendering for one CPU node, with the image's paths, for the
+    Slurm release `series` (26.05: topology.yaml and OpenMetrics)."""
     context = loopback_context(ctl_port, NODE, node_port)
     # In an NVLink domain: Slurm 26.05's topology/block refuses to start with
     # no block at all (24.11 only logs "No blocks configured").
     node = NodeBuilder(NODE).gpus(0).clique(1).obj()
-    return dict(render_files(plan_config(bundle(), [node], context)).files)
+    cluster = bundle(extra={"slurm": {"version": series}})
+    return dict(render_files(plan_config(cluster, [node], context)).files)
 
 
 def stop_cleanly(podman: Podman, name: str) -> float:
@@ -89,7 +91,7 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
 ) -> None:
     image = images[name]
     ctl_port, node_port, rest_port = free_ports(3)
-    files = rendered(ctl_port, node_port)
+    files = rendered(ctl_port, node_port, SLURM_IMAGES[name])
     keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
     etc = write_files(tmp_path / "etc", {**files, **keys}, SLURM_UID)
     # slurmd and sackd pods get only the key (configless); slurmrestd no key at all.
