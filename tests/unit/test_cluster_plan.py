@@ -286,3 +286,16 @@ def test_the_slurmctld_metrics_service_exists_only_where_the_release_serves_open
             {"name": "metrics", "port": 6817, "targetPort": "slurmctld"}
         ]
         assert service["spec"]["selector"] == services["test-slurmctld"]["spec"]["selector"]
+
+
+def test_an_image_of_an_unsupported_release_is_an_invalid_spec_in_status() -> None:
+    plan = plan_cluster(observed(extra={"image": "registry.example/slurm:25.11.1"}))
+    assert plan.rendered is None
+    (condition,) = plan.conditions
+    assert (condition.type, condition.status, condition.reason) == (
+        "ConfigApplied",
+        False,
+        "InvalidSpec",
+    )
+    assert condition.message.startswith("SlurmCluster test spec.image: ")
+    assert "spec.slurm.version" in condition.message

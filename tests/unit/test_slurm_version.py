@@ -18,7 +18,8 @@ from slurmkube.api.slurm_version import (
     image_series,
     parse_slurm_version,
 )
-from slurmkube_local.builders import cluster_docs
+from slurmkube.render import plan_config
+from slurmkube_local.builders import cluster_docs, nvl_fleet
 
 V2411 = SlurmVersion(24, 11)
 V2605 = SlurmVersion(26, 5)
@@ -133,11 +134,6 @@ def test_a_cluster_renders_for_the_version_its_spec_gives(
     ("spec", "words"),
     [
         ({"slurm": {"version": "25.11"}}, ["spec.slurm.version", "'25.11'", "24.11, 26.05"]),
-        ({"image": "slurm:25.11.2"}, ["spec: image: 'slurm:25.11.2'", "spec.slurm.version"]),
-        (
-            {"partitions": [{"name": "gpu", "nodeSets": ["gpu"], "topology": "nvlink"}]},
-            ["partitions[0].topology", "'nvlink'", "25.05+", "Slurm 24.11"],
-        ),
         (
             {
                 "slurm": {"version": "26.05"},
@@ -147,7 +143,7 @@ def test_a_cluster_renders_for_the_version_its_spec_gives(
         ),
     ],
 )
-def test_a_bad_version_or_topology_choice_names_the_field(
+def test_what_the_crd_schema_refuses_the_model_refuses_naming_the_field(
     spec: dict[str, Any], words: list[str]
 ) -> None:
     with pytest.raises(DocumentError) as err:
@@ -156,3 +152,31 @@ def test_a_bad_version_or_topology_choice_names_the_field(
     assert message.startswith("document 0: SlurmCluster test: spec")
     for word in words:
         assert word in message, message
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"image": "slurm:25.11.2"},
+            "SlurmCluster test spec.image: 'slurm:25.11.2' is not valid; expected an image "
+            "of a supported Slurm release (24.11, 26.05), or spec.slurm.version set to the "
+            "release it runs",
+        ),
+        (
+            {"partitions": [{"name": "gpu", "nodeSets": ["gpu"], "topology": "nvlink"}]},
+            "SlurmCluster test spec.partitions[0].topology: 'nvlink' is not valid; expected no "
+            "value: Topology= needs Slurm 25.05+ (topology.yaml), and the cluster renders for "
+            "24.11 (spec.slurm.version, else the tag of spec.image)",
+        ),
+    ],
+)
+def test_what_only_the_release_decides_is_an_invalid_spec_naming_the_field(
+    spec: dict[str, Any], message: str
+) -> None:
+    """The CRD cannot read an image tag: the config fails (InvalidSpec in the
+    cluster's status, exit 2 in `slurmkube render`) instead of the object."""
+    cluster = parse_cluster(docs(**spec))
+    with pytest.raises(InvalidValue) as err:
+        plan_config(cluster, nvl_fleet(1, 2))
+    assert str(err.value) == message

@@ -313,18 +313,6 @@ class SlurmClusterSpec(StrictModel):
             raise ValueError("partitions: at most one partition may be default")
         return self
 
-    @model_validator(mode="after")
-    def _release_reads_it(self) -> SlurmClusterSpec:
-        version = self.slurm_version("")
-        for i, part in enumerate(self.partitions):
-            if part.topology is not None and not version.reads_topology_yaml:
-                raise ValueError(
-                    f"partitions[{i}].topology: {part.topology!r} needs Slurm 25.05+ "
-                    f"(topology.yaml); this cluster runs Slurm {version} (spec.slurm.version "
-                    "or the tag of spec.image)"
-                )
-        return self
-
     def slurm_version(self, spec: str) -> SlurmVersion:
         """The release the cluster renders for (slurmkube.api.slurm_version); `spec`
         says where this spec is, for errors."""

@@ -28,7 +28,7 @@ from slurmkube.render.membership import (
 )
 from slurmkube.render.power import PowerSaving, power_saving
 from slurmkube.render.scheduler import BackfillPlan, minutes, plan_backfill
-from slurmkube.render.topologies import NamedTopologies, named_topologies
+from slurmkube.render.topologies import NamedTopologies, named_topologies, partition_topology
 from slurmkube.topology.fleet import FleetNode, as_fleet, sort_key
 from slurmkube.topology.model import FleetTopology, build_topology
 
@@ -226,8 +226,9 @@ def _partitions(
     bundle: ClusterBundle,
     members: dict[str, list[FleetNode]],
     shape_of: Mapping[str, NodeShape],
-    topologies: NamedTopologies,
+    topologies: NamedTopologies | None,
 ) -> tuple[PartitionLine, ...]:
+    """`topologies` is None where the release reads no topology.yaml (24.11)."""
     # Memory per CPU of each node, as its NodeName line states it (RealMemory).
     per_cpu = {name: shape.real_memory // shape.cpus for name, shape in shape_of.items()}
     lines = []
@@ -259,7 +260,7 @@ def _partitions(
                 # memory, so GPU jobs could never share a node; give each CPU its
                 # share of the smallest node's memory instead.
                 def_mem_per_cpu=min((per_cpu[n] for n in chosen), default=None),
-                topology=topologies.for_partition(part.topology),
+                topology=partition_topology(topologies, part.topology, f"{where}.topology"),
             )
         )
     return tuple(lines)
@@ -340,6 +341,7 @@ def plan_config(
     topologies = named_topologies(
         topology, spec.topology.plugin, (p.topology for p in spec.partitions)
     )
+    slurm_version = bundle.cluster.slurm_version
     extra = tuple(
         grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
         for i, line in enumerate(spec.extra_config)
@@ -347,7 +349,7 @@ def plan_config(
     policy = _policy_keys(bundle, extra, ctx.accounting_host is not None, where)
     return SlurmConfig(
         version=SlurmToken(__version__),
-        slurm_version=bundle.cluster.slurm_version,
+        slurm_version=slurm_version,
         cluster_name=grammar.cluster_name(
             bundle.cluster.slurm_cluster_name, f"{where} spec.clusterName (or metadata.name)"
         ),
@@ -369,7 +371,12 @@ def plan_config(
         priority=spec.scheduler.priority_weights,
         nodes=lines.nodes,
         gres=lines.gres,
-        partitions=_partitions(bundle, members.lines, lines.shape_of, topologies),
+        partitions=_partitions(
+            bundle,
+            members.lines,
+            lines.shape_of,
+            topologies if slurm_version.reads_topology_yaml else None,
+        ),
         extra=extra,
         policy=policy,
         topology=topology,

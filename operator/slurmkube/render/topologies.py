@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from slurmkube.api import grammar
-from slurmkube.api.grammar import SlurmToken
+from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.topology.model import FleetTopology
 
 NVLINK: Final = "nvlink"
@@ -34,12 +34,6 @@ class NamedTopologies:
     names: tuple[SlurmToken, ...]
     default: SlurmToken
 
-    def for_partition(self, asked: str | None) -> SlurmToken | None:
-        """A partition's `Topology=`: what it asked for while the file holds it, else flat."""
-        if asked is None:
-            return None
-        return next((n for n in self.names if n == asked), _token(FLAT))
-
 
 def named_topologies(
     topology: FleetTopology, plugin: str, asked: Iterable[str | None]
@@ -53,6 +47,24 @@ def named_topologies(
     if default == FLAT or any(a is not None and a not in filled for a in asked):
         filled.append(FLAT)
     return NamedTopologies(tuple(_token(n) for n in filled), _token(default))
+
+
+def partition_topology(
+    topologies: NamedTopologies | None, asked: str | None, where: str
+) -> SlurmToken | None:
+    """A partition's `Topology=`: what it asked for while the file holds it, else
+    flat; None when it asked for nothing. `topologies` is None where the release
+    reads no topology.yaml (24.11), and there a partition may ask for nothing."""
+    if asked is None:
+        return None
+    if topologies is None:
+        raise InvalidValue(
+            where,
+            asked,
+            "no value: Topology= needs Slurm 25.05+ (topology.yaml), and the cluster "
+            "renders for 24.11 (spec.slurm.version, else the tag of spec.image)",
+        )
+    return next((n for n in topologies.names if n == asked), _token(FLAT))
 
 
 def _token(name: str) -> SlurmToken:
