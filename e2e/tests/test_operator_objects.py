@@ -113,6 +113,8 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
     assert conditions["SlurmReachable"]["status"] == "False"
     assert conditions["Ready"]["status"] == "False"
     assert cluster["status"]["observedGeneration"] == cluster["metadata"]["generation"]
+    # The release the config is rendered for, from the default image's tag (24.11.5).
+    assert cluster["status"]["slurmVersion"] == "24.11"
     # A reconcile before the NodeSet existed may have written the cluster's status
     # without one: wait for the NodeSet's own.
     node_set = wait_for(
@@ -242,3 +244,61 @@ def test_unknown_node_set_reference_is_a_condition_naming_the_field_and_applies_
     assert kube.list("v1", "Pod", namespace=namespace) == []
     events = kube.list("v1", "Event", namespace=namespace)
     assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
+
+
+def test_the_slurm_release_decides_the_topology_file_and_the_metrics_service(
+    kube: Kube, operator: None, namespace: str
+) -> None:
+    """26.05 (spec.slurm.version): topology.yaml and the slurmctld metrics Service;
+    back to 24.11: topology.conf only (server-side apply drops the other key) and
+    the Service pruned. No slurmctld runs on kwok: objects only."""
+    cluster, node_set = _docs(namespace)
+    cluster["spec"]["slurm"] = {"version": "26.05"}
+    kube.apply(cluster)
+    kube.apply(node_set)
+    config = wait_for(
+        kube,
+        "v1",
+        "ConfigMap",
+        "gpu-slurm-config",
+        lambda o: o is not None and "topology.yaml" in o["data"],
+        namespace=namespace,
+        timeout=60,
+    )
+    assert "topology.conf" not in config["data"]
+    assert len(rendered_blocks(config["data"])) == 2
+    assert "\nMetricsType=metrics/openmetrics\n" in config["data"]["slurm.conf"]
+    service = wait_for(
+        kube,
+        "v1",
+        "Service",
+        "gpu-slurmctld-metrics",
+        lambda o: o is not None,
+        namespace=namespace,
+        timeout=60,
+    )
+    assert service["spec"]["ports"][0]["targetPort"] == "slurmctld"
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "gpu",
+        lambda o: (o.get("status") or {}).get("slurmVersion") == "26.05",
+        namespace=namespace,
+        timeout=60,
+    )
+
+    cluster["spec"]["slurm"] = {"version": "24.11"}
+    kube.apply(cluster)
+    config = wait_for(
+        kube,
+        "v1",
+        "ConfigMap",
+        "gpu-slurm-config",
+        lambda o: "topology.conf" in o["data"],
+        namespace=namespace,
+        timeout=60,
+    )
+    assert "topology.yaml" not in config["data"]
+    assert "MetricsType" not in config["data"]["slurm.conf"]
+    wait_gone(kube, "v1", "Service", "gpu-slurmctld-metrics", namespace=namespace, timeout=60)
