@@ -74,7 +74,7 @@ from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready  # noqa: E402
 from slurmkube_e2e.kube import Kube  # noqa: E402
 from slurmkube_e2e.operator import OperatorProcess  # noqa: E402
 from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, pod_log  # noqa: E402
-from slurmkube_e2e.topology import parse_blocks, reloads  # noqa: E402
+from slurmkube_e2e.topology import reloads, rendered_blocks  # noqa: E402
 
 TARGET_FOLLOW_P50_S = 2.0
 FOLLOW_FLEET = "bench-topo"
@@ -193,7 +193,7 @@ class Follow:
     def config_blocks(self) -> tuple[dict[str, frozenset[str]], str]:
         cm = self.kube.get("v1", "ConfigMap", "local-slurm-config", self.namespace) or {}
         data = cm.get("data") or {}
-        return parse_blocks(data.get("topology.conf", "")), data.get("config-hash", "")
+        return rendered_blocks(data), data.get("config-hash", "")
 
     def shown_blocks(self) -> dict[str, frozenset[str]]:
         if self._scontrol is None:

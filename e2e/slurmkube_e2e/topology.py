@@ -1,9 +1,11 @@
 """Topology e2e: a cluster over simulated and local nodes, and Slurm's topology read back.
 
-`topology.conf` (as rendered into the ConfigMap) and `scontrol show topology`
-(what slurmctld has in force) both name each block as `BlockName=<name> ...
-Nodes=<hostlist>`, so one parser serves both and a test can tell "rendered"
-from "applied".
+`topology.conf` (as rendered into the ConfigMap for Slurm 24.11) and `scontrol
+show topology` (what slurmctld has in force) both name each block as
+`BlockName=<name> ... Nodes=<hostlist>`, so one parser serves both and a test
+can tell "rendered" from "applied". For 25.05+ the ConfigMap holds
+topology.yaml instead, whose `nvlink` topology holds the blocks
+(`rendered_blocks` reads either).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmkube.slurm.hostlist import expand
-from slurmkube.slurm.topology_text import TopologyRecord, parse_topology
+from slurmkube.slurm.topology_text import TopologyRecord, parse_topology, parse_topology_yaml
 from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import wait_nodes_ready
 from slurmkube_e2e.kube import Kube, Manifest
@@ -30,6 +32,20 @@ _BLOCK = re.compile(r"^\s*BlockName=(\S+)(?:\s.*)?\sNodes=(\S+)", re.MULTILINE)
 def parse_blocks(text: str) -> dict[str, frozenset[str]]:
     """{block name: its nodes} of every `BlockName=` line in text."""
     return {m.group(1): frozenset(expand(m.group(2))) for m in _BLOCK.finditer(text)}
+
+
+def topology_file(data: Mapping[str, str]) -> str:
+    """The rendered topology file in a config ConfigMap's data: topology.yaml
+    (Slurm 25.05+) or topology.conf (24.11)."""
+    return data.get("topology.yaml") or data["topology.conf"]
+
+
+def rendered_blocks(data: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """{block name: its nodes} the config ConfigMap's topology file renders."""
+    if "topology.yaml" in data:
+        nvlink = parse_topology_yaml(data["topology.yaml"]).get("nvlink", {})
+        return {name: frozenset(record.nodes) for name, record in nvlink.items()}
+    return parse_blocks(data.get("topology.conf", ""))
 
 
 def slurm_blocks(namespace: str) -> dict[str, frozenset[str]]:

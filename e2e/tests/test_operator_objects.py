@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.topology import rendered_blocks, topology_file
 from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
@@ -72,7 +72,7 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
     slurm_conf = config["data"]["slurm.conf"]
     fleet = [n for n in gpu_nodes if n["metadata"]["labels"].get("e2e.slurmkube.io/fleet") == "gpu"]
     assert "PartitionName=gpu Nodes=gpu-000-[00-03],gpu-001-[00-03]" in slurm_conf
-    assert config["data"]["topology.conf"].count("BlockName=") == 2
+    assert len(rendered_blocks(config["data"])) == 2
     # Objects are applied one after another: wait for each, never assume the order.
     sts = wait_for(
         kube,
@@ -113,6 +113,8 @@ def test_cluster_becomes_owned_objects_and_one_slurmd_pod_per_node(
     assert conditions["SlurmReachable"]["status"] == "False"
     assert conditions["Ready"]["status"] == "False"
     assert cluster["status"]["observedGeneration"] == cluster["metadata"]["generation"]
+    # The release the config is rendered for, from the default image's tag (24.11.5).
+    assert cluster["status"]["slurmVersion"] == "24.11"
     # A reconcile before the NodeSet existed may have written the cluster's status
     # without one: wait for the NodeSet's own.
     node_set = wait_for(
@@ -154,7 +156,7 @@ def test_relabelled_node_moves_block_in_the_rendered_topology(
     kube: Kube, operator: None, namespace: str, gpu_nodes: list[dict[str, Any]]
 ) -> None:
     config = apply_cluster(kube, namespace)
-    before = config["data"]["topology.conf"]
+    before = topology_file(config["data"])
     node = "gpu-000-00"
     original = next(n for n in gpu_nodes if n["metadata"]["name"] == node)
     old = original["metadata"]["labels"]["nvidia.com/gpu.clique"]
@@ -171,22 +173,16 @@ def test_relabelled_node_moves_block_in_the_rendered_topology(
             "v1",
             "ConfigMap",
             "gpu-slurm-config",
-            lambda o: o["data"]["topology.conf"] != before,
+            lambda o: topology_file(o["data"]) != before,
             namespace=namespace,
             timeout=30,
         )
         latency = time.monotonic() - started
-        blocks = {
-            line.split()[0].removeprefix("BlockName="): expand(
-                line.split()[1].removeprefix("Nodes=")
-            )
-            for line in moved["data"]["topology.conf"].splitlines()
-            if line.startswith("BlockName=")
-        }
+        blocks = rendered_blocks(moved["data"])
         # The old domain drops below the base block size (4) and leaves the file.
         assert node in blocks[target]
         assert old not in blocks
-        print(f"label patch -> rendered topology.conf: {latency:.2f}s")
+        print(f"label patch -> rendered topology file: {latency:.2f}s")
     finally:
         kube.patch("v1", "Node", node, {"metadata": {"labels": {"nvidia.com/gpu.clique": old}}})
 
@@ -248,3 +244,61 @@ def test_unknown_node_set_reference_is_a_condition_naming_the_field_and_applies_
     assert kube.list("v1", "Pod", namespace=namespace) == []
     events = kube.list("v1", "Event", namespace=namespace)
     assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
+
+
+def test_the_slurm_release_decides_the_topology_file_and_the_metrics_service(
+    kube: Kube, operator: None, namespace: str
+) -> None:
+    """26.05 (spec.slurm.version): topology.yaml and the slurmctld metrics Service;
+    back to 24.11: topology.conf only (server-side apply drops the other key) and
+    the Service pruned. No slurmctld runs on kwok: objects only."""
+    cluster, node_set = _docs(namespace)
+    cluster["spec"]["slurm"] = {"version": "26.05"}
+    kube.apply(cluster)
+    kube.apply(node_set)
+    config = wait_for(
+        kube,
+        "v1",
+        "ConfigMap",
+        "gpu-slurm-config",
+        lambda o: o is not None and "topology.yaml" in o["data"],
+        namespace=namespace,
+        timeout=60,
+    )
+    assert "topology.conf" not in config["data"]
+    assert len(rendered_blocks(config["data"])) == 2
+    assert "\nMetricsType=metrics/openmetrics\n" in config["data"]["slurm.conf"]
+    service = wait_for(
+        kube,
+        "v1",
+        "Service",
+        "gpu-slurmctld-metrics",
+        lambda o: o is not None,
+        namespace=namespace,
+        timeout=60,
+    )
+    assert service["spec"]["ports"][0]["targetPort"] == "slurmctld"
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "gpu",
+        lambda o: (o.get("status") or {}).get("slurmVersion") == "26.05",
+        namespace=namespace,
+        timeout=60,
+    )
+
+    cluster["spec"]["slurm"] = {"version": "24.11"}
+    kube.apply(cluster)
+    config = wait_for(
+        kube,
+        "v1",
+        "ConfigMap",
+        "gpu-slurm-config",
+        lambda o: "topology.conf" in o["data"],
+        namespace=namespace,
+        timeout=60,
+    )
+    assert "topology.yaml" not in config["data"]
+    assert "MetricsType" not in config["data"]["slurm.conf"]
+    wait_gone(kube, "v1", "Service", "gpu-slurmctld-metrics", namespace=namespace, timeout=60)

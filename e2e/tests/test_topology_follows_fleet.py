@@ -3,7 +3,7 @@
 64 simulated (kwok) GPU nodes in 4 NVLink domains plus local-0..3, whose
 slurmd pods run real daemons, two in each of the first two domains. The
 simulated nodes are a NodeSet with zero replicas (State=CLOUD): they have no
-slurmd but are in slurm.conf and topology.conf like any node. Jobs run on the
+slurmd but are in slurm.conf and the topology file like any node. Jobs run on the
 local nodes (partition `local`).
 
 The domain label is the default, `nvidia.com/gpu.clique`, as GPU Feature
@@ -59,7 +59,7 @@ class Fleet:
     domains: dict[str, str]
 
     def blocks(self) -> dict[str, frozenset[str]]:
-        """What topology.conf should say for `domains` (every domain is above the base size)."""
+        """What the topology file should say for `domains` (every domain is above the base size)."""
         out: dict[str, set[str]] = {}
         for node, domain in self.domains.items():
             out.setdefault(domain, set()).add(node)

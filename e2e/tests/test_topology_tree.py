@@ -3,8 +3,8 @@
 Two leaf switches under one spine: local-0..1 and 4 simulated (kwok) nodes on
 leaf `la`, local-2..3 and 4 more on leaf `lb`. The local nodes run real slurmd
 and are the only partition, so jobs run there; the simulated ones are a
-NodeSet with zero replicas (State=CLOUD), in slurm.conf and topology.conf like
-any node. The tier labels are test keys (`spec.topology.tierLabels`), so the
+NodeSet with zero replicas (State=CLOUD), in slurm.conf and the topology file
+like any node. The tier labels are test keys (`spec.topology.tierLabels`), so the
 runtime's own labels on its nodes never fight the test's.
 """
 

@@ -54,7 +54,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _topology(args: argparse.Namespace) -> int:
-    from slurmkube.render.files import render_topology_conf, render_topology_yaml
+    from slurmkube.render.files import render_topology, render_topology_conf, render_topology_yaml
     from slurmkube.topology.kueue import kueue_topology, resource_flavors
 
     try:
@@ -69,7 +69,7 @@ def _topology(args: argparse.Namespace) -> int:
             print(yaml.safe_dump_all(docs, sort_keys=False), end="")
             return 0
         cluster = bundle.cluster
-        if args.format != "yaml":
+        if args.format in ("block", "tree"):
             cluster = cluster.model_copy(
                 update={
                     "spec": cluster.spec.model_copy(
@@ -80,8 +80,13 @@ def _topology(args: argparse.Namespace) -> int:
         config = plan_config(ClusterBundle(cluster, bundle.node_sets), nodes)
     except (DocumentError, InvalidValue) as err:
         raise UsageError(str(err)) from err
-    render = render_topology_yaml if args.format == "yaml" else render_topology_conf
-    print(render(config), end="")
+    renderers = {
+        None: render_topology,
+        "yaml": render_topology_yaml,
+        "block": render_topology_conf,
+        "tree": render_topology_conf,
+    }
+    print(renderers[args.format](config), end="")
     topo = config.topology
     notes = [
         f"{len(topo.nodes_without_domain)} nodes without an NVLink domain label"
@@ -280,7 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     render = sub.add_parser(
-        "render", help="render slurm.conf, gres.conf, cgroup.conf, topology.conf"
+        "render",
+        help="render slurm.conf, gres.conf, cgroup.conf and topology.conf (Slurm 24.11) "
+        "or topology.yaml (25.05+)",
     )
     render.add_argument(
         "--cluster", required=True, help="YAML with a SlurmCluster and its NodeSets"
@@ -299,9 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     topology.add_argument(
         "--format",
         choices=["block", "tree", "yaml", "kueue"],
-        default="block",
         help="topology.conf as block or tree, topology.yaml (Slurm 25.05+: both, "
-        "the cluster's plugin as default), or the Kueue Topology and ResourceFlavors",
+        "the cluster's plugin as default), or the Kueue Topology and ResourceFlavors; "
+        "default: the file the cluster's Slurm release reads",
     )
     topology.set_defaults(func=_topology)
 

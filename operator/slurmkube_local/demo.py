@@ -40,7 +40,9 @@ def main() -> int:
     with start_local_slurm(bundle, nodes) as cluster:
         cluster.wait_nodes_idle(timeout=180)
         print(f"{len(cluster.nodes)} slurmd registered in {time.monotonic() - started:.1f}s")
-        _section("topology.conf (rendered)", (cluster.conf_dir / "topology.conf").read_text())
+        for name in ("topology.yaml", "topology.conf"):
+            if (cluster.conf_dir / name).exists():
+                _section(f"{name} (rendered)", (cluster.conf_dir / name).read_text())
         _section("sinfo", cluster.run("sinfo"))
         _section("scontrol show topology", cluster.run("scontrol", "show", "topology"))
         script = "#!/bin/sh\nsrun sh -c 'echo $SLURMD_NODENAME' | sort | tr '\\n' ' '\nsleep 2\n"

@@ -18,68 +18,43 @@ import os
 import secrets
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
-from slurmkube.render import RenderContext, plan_config, render_files
+from slurmkube.render import plan_config, render_files
 from slurmkube_local.builders import NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
+from .daemons import (
+    SLURM_UID,
+    host_options,
+    loopback_context,
+    start_slurmctld,
+    start_slurmd,
+    wait_idle,
+    wait_until,
+    write_files,
+)
 
-SLURM_UID = 401
 RESTD_UID = 402
 NODE = "smoke-n1"
-CONTROLLER = "smoke-ctl"
 # The pods' terminationGracePeriodSeconds is 30 s; a stop must not wait it out.
 GRACE = 30
 CLEAN_STOP_SECONDS = 10
 SLURM_IMAGES = {"slurm-26.05": "26.05", "slurm-24.11": "24.11"}
 
 
-def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
-
-
-def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
-    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
-    directory.mkdir(parents=True)
-    for name, content in files.items():
-        path = directory / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-        os.chown(path, 0, gid)
-        path.chmod(0o440)
-    directory.chmod(0o755)
-    return directory
-
-
-def rendered(ctl_port: int, node_port: int) -> dict[str, str]:
-    """slurmkube's rendering for one CPU node, with the image's paths."""
-    context = RenderContext(
-        controller_host=CONTROLLER,
-        controller_addr="127.0.0.1",
-        slurmctld_port=ctl_port,
-        node_ports={NODE: node_port},
-        node_addr="127.0.0.1",
-        # No cgroup hierarchy is delegated to these containers.
-        cgroups=False,
-        # The node's size comes from the Node object, not from this host.
-        config_overrides=True,
-    )
+def rendered(ctl_port: int, node_port: int, series: str = "24.11") -> dict[str, str]:
+    """slurmkube's rendering for one CPU node, with the image's paths, for the
+    Slurm release `series` (26.05: topology.yaml and OpenMetrics)."""
+    context = loopback_context(ctl_port, NODE, node_port)
     # In an NVLink domain: Slurm 26.05's topology/block refuses to start with
     # no block at all (24.11 only logs "No blocks configured").
     node = NodeBuilder(NODE).gpus(0).clique(1).obj()
-    return dict(render_files(plan_config(bundle(), [node], context)).files)
+    cluster = bundle(extra={"slurm": {"version": series}})
+    return dict(render_files(plan_config(cluster, [node], context)).files)
 
 
 def stop_cleanly(podman: Podman, name: str) -> float:
@@ -116,7 +91,7 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
 ) -> None:
     image = images[name]
     ctl_port, node_port, rest_port = free_ports(3)
-    files = rendered(ctl_port, node_port)
+    files = rendered(ctl_port, node_port, SLURM_IMAGES[name])
     keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
     etc = write_files(tmp_path / "etc", {**files, **keys}, SLURM_UID)
     # slurmd and sackd pods get only the key (configless); slurmrestd no key at all.
@@ -128,44 +103,25 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
     prefix = f"slurmkube-smoke-{os.getpid()}-{SLURM_IMAGES[name]}"
     conf_server = ("--env", f"SLURMKUBE_CONF_SERVER=127.0.0.1:{ctl_port}")
     sack_key = ("--env", "SLURM_SACK_KEY=/etc/slurm/slurm.key")
-
-    def options(host: str, conf: Path, *extra: str) -> tuple[str, ...]:
-        return ("--network=host", f"--hostname={host}", "-v", f"{conf}:/etc/slurm:ro", *extra)
-
-    ctl = podman.start(
-        f"{prefix}-slurmctld",
-        image,
-        "slurmctld",
-        options=options(
-            CONTROLLER,
-            etc,
-            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
-            "-v",
-            f"{state}:/var/spool/slurmctld",
-        ),
-    )
-    wait_until(
-        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
-        "slurmctld to answer",
-        podman,
-    )
+    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
     # slurmctld runs as SlurmUser from the image's USER, not as root.
     top = podman("top", ctl, "huser", "comm").splitlines()[1:]
     users = dict(line.split()[::-1] for line in top)
     assert users["slurmctld"] == str(SLURM_UID), users
-    slurmd = podman.start(
-        f"{prefix}-slurmd",
+    slurmd = start_slurmd(
+        podman,
         image,
-        "slurmd",
-        "-N",
-        NODE,
-        options=options(NODE, key_only, "--user=0", *conf_server, *sack_key),
+        f"{prefix}-slurmd",
+        node=NODE,
+        key=key_only,
+        ctl_port=ctl_port,
+        extra=sack_key,
     )
     sackd = podman.start(
         f"{prefix}-sackd",
         image,
         "sackd",
-        options=options("smoke-login", key_only, *conf_server, *sack_key),
+        options=host_options("smoke-login", key_only, *conf_server, *sack_key),
     )
     restd = podman.start(
         f"{prefix}-slurmrestd",
@@ -176,7 +132,7 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
         "-s",
         "openapi/slurmctld",
         f"127.0.0.1:{rest_port}",
-        options=options(
+        options=host_options(
             "smoke-rest",
             rest_etc,
             f"--user={RESTD_UID}:{RESTD_UID}",
@@ -184,14 +140,7 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
             "--env=SLURM_JWT=daemon",
         ),
     )
-    wait_until(
-        lambda: (
-            podman("exec", ctl, "sinfo", "-h", "-n", NODE, "-o", "%T", check=False).strip()
-            == "idle"
-        ),
-        f"{NODE} idle",
-        podman,
-    )
+    wait_idle(podman, ctl, NODE)
     # The login side: client commands with sackd's fetched config and credentials.
     wait_until(
         lambda: podman.succeeds("exec", sackd, "test", "-r", "/run/slurm/conf/slurm.conf"),

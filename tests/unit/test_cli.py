@@ -131,6 +131,40 @@ def test_topology_yaml_holds_the_blocks_and_the_tree_with_the_plugin_as_default(
     assert {"switch": "spine-01", "children": "leaf-[01-02]"} in network["tree"]["switches"]
 
 
+def cluster_of_release(tmp_path: Path, version: str) -> Path:
+    """examples/cluster.yaml with `spec.slurm.version` set."""
+    docs = list(yaml.safe_load_all((EXAMPLES / "cluster.yaml").read_text()))
+    docs[0]["spec"]["slurm"] = {"version": version}
+    path = tmp_path / f"cluster-{version}.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("version", "topology_file", "first_line"),
+    [("26.05", "topology.yaml", "- topology: nvlink"), ("24.11", "topology.conf", "BlockName=")],
+)
+def test_render_and_topology_give_the_file_the_clusters_release_reads(
+    version: str,
+    topology_file: str,
+    first_line: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cluster = str(cluster_of_release(tmp_path, version))
+    nodes = str(EXAMPLES / "fleet-nodes.yaml")
+    code, _, _ = run(
+        capsys, "render", "--cluster", cluster, "--nodes", nodes, "--out", str(tmp_path / "out")
+    )
+    assert code == 0
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["cgroup.conf", "gres.conf", "slurm.conf", topology_file]
+    code, out, _ = run(capsys, "topology", "--cluster", cluster, "--nodes", nodes)
+    assert code == 0
+    assert out == (tmp_path / "out" / topology_file).read_text()
+    assert out.splitlines()[1].startswith(first_line)
+
+
 def test_topology_puts_a_full_and_a_degraded_nvl72_rack_both_in_blocks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

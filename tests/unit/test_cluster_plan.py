@@ -247,3 +247,55 @@ def test_a_wanted_node_is_undrained_only_from_a_non_health_drain_of_ours() -> No
         "d": idle("d"),
     }
     assert undrain_candidates(desired, slurm) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "version", "topology_file"),
+    [
+        (None, "24.11", "topology.conf"),
+        ({"image": "slurmkube/slurm:26.05.5"}, "26.05", "topology.yaml"),
+        ({"slurm": {"version": "26.05"}}, "26.05", "topology.yaml"),
+    ],
+)
+def test_the_plan_names_the_release_and_its_configmap_holds_the_file_it_reads(
+    extra: dict[str, object] | None, version: str, topology_file: str
+) -> None:
+    plan = plan_cluster(observed(extra=extra))
+    assert plan.slurm_version == version
+    assert plan.config_map is not None
+    data = plan.config_map["data"]
+    assert {k for k in data if k.startswith("topology.")} == {topology_file}
+    assert plan.topology_summary.startswith(f"{topology_file} ")
+
+
+@pytest.mark.parametrize(("version", "serves"), [("24.11", False), ("26.05", True)])
+def test_the_slurmctld_metrics_service_exists_only_where_the_release_serves_openmetrics(
+    version: str, serves: bool
+) -> None:
+    plan = plan_cluster(observed(extra={"slurm": {"version": version}}))
+    services = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] == "Service"}
+    assert ("test-slurmctld-metrics" in services) is serves
+    assert (("v1", "Service", "test-slurmctld-metrics") in plan.prune) is not serves
+    assert plan.config_map is not None
+    conf = plan.config_map["data"]["slurm.conf"].splitlines()
+    assert ("MetricsType=metrics/openmetrics" in conf) is serves
+    if serves:
+        service = services["test-slurmctld-metrics"]
+        assert service["metadata"]["labels"]["app.kubernetes.io/name"] == "slurmctld-metrics"
+        assert service["spec"]["ports"] == [
+            {"name": "metrics", "port": 6817, "targetPort": "slurmctld"}
+        ]
+        assert service["spec"]["selector"] == services["test-slurmctld"]["spec"]["selector"]
+
+
+def test_an_image_of_an_unsupported_release_is_an_invalid_spec_in_status() -> None:
+    plan = plan_cluster(observed(extra={"image": "registry.example/slurm:25.11.1"}))
+    assert plan.rendered is None
+    (condition,) = plan.conditions
+    assert (condition.type, condition.status, condition.reason) == (
+        "ConfigApplied",
+        False,
+        "InvalidSpec",
+    )
+    assert condition.message.startswith("SlurmCluster test spec.image: ")
+    assert "spec.slurm.version" in condition.message

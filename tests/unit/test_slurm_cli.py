@@ -73,6 +73,7 @@ def scontrol(tmp_path: Path) -> Path:
         'case "$*" in\n'
         '  *NodeName=gone*) echo "slurm_update error: Invalid node name specified" >&2; exit 1;;\n'
         f'  "--json show node"*) cat {nodes};;\n'
+        f'  "show topoconf") cat {FIXTURES / "cli" / "show-topoconf-26.05.yaml"};;\n'
         "esac\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -164,3 +165,19 @@ def test_client_config_refuses_values_that_would_add_lines(
 ) -> None:
     with pytest.raises(InvalidValue):
         client_config(cluster, host, addr, 6817)
+
+
+def test_show_topologies_reads_every_named_topology_in_force(scontrol: Path) -> None:
+    topologies = CliClient(bin_dir=scontrol, env=dict(os.environ)).show_topologies()
+    assert sorted(topologies) == ["flat", "network", "nvlink"]
+    assert topologies["network"]["spine-01"].switches == {"leaf-01", "leaf-02"}
+    assert topologies["nvlink"]["b1"].nodes == {"gpu-0001", "gpu-0002"}
+    assert calls(scontrol) == ["TZ=UTC show topoconf"]
+
+
+def test_unreadable_topologies_are_a_slurm_error(tmp_path: Path) -> None:
+    script = tmp_path / "scontrol"
+    script.write_text("#!/bin/sh\necho 'Topology=flat: not yaml ['\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(SlurmError, match="show topoconf: unreadable topologies"):
+        CliClient(bin_dir=tmp_path, env=dict(os.environ)).show_topologies()

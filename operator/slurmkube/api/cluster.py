@@ -16,6 +16,12 @@ from slurmkube.api.meta import (
     StrictModel,
     Toleration,
 )
+from slurmkube.api.slurm_version import (
+    SUPPORTED_NAMES,
+    SlurmVersion,
+    cluster_slurm_version,
+    parse_slurm_version,
+)
 
 # --- SlurmCluster ---------------------------------------------------------------------
 
@@ -102,6 +108,12 @@ class PartitionSpec(StrictModel):
     """MaxNodes per job."""
     priority_tier: int = Field(1, ge=0, le=65533, alias="priorityTier")
     """PriorityTier: jobs of higher tiers are considered first."""
+    topology: Literal["nvlink", "network", "flat"] | None = None
+    """Slurm 25.05+ (topology.yaml(5)): the named topology jobs of this partition are
+    placed in (slurm.conf(5) partition `Topology=`): `nvlink`, the NVLink domains as
+    blocks; `network`, the switch tree of `topology.tierLabels`; `flat`, none. Unset:
+    the cluster default, `topology.plugin`. While the fleet gives the named topology no
+    block or switch, the partition uses `flat`."""
 
     @field_validator("name")
     @classmethod
@@ -210,6 +222,20 @@ class AuthSpec(StrictModel):
     jwt_key_secret: str | None = Field(None, alias="jwtKeySecret")
 
 
+class SlurmSpec(StrictModel):
+    """The Slurm release the cluster runs: which files and keys slurmkube renders."""
+
+    version: str | None = Field(None, json_schema_extra={"enum": list(SUPPORTED_NAMES)})
+    """The release series, `26.05` or `24.11`. Unset: the series the tag of `image`
+    names (`slurmkube/slurm:24.11.5` -> 24.11), else 26.05. The version in use is in
+    `status.slurmVersion`. 25.05+ reads topology.yaml, 24.11 topology.conf."""
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return None if v is None else str(parse_slurm_version(v, ""))
+
+
 class SlurmClusterSpec(StrictModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -237,6 +263,7 @@ class SlurmClusterSpec(StrictModel):
     sackd and slurmdbd reach slurmctld by `<pod>.<service>.<namespace>.svc.<domain>`."""
     image: str = wk.DEFAULT_SLURM_IMAGE
     """The slurm image (slurmctld, slurmd, slurmrestd, sackd entrypoints)."""
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
     rest_api: RestApiSpec = Field(default_factory=RestApiSpec, alias="restApi")
     slurmd: SlurmdSpec = Field(default_factory=SlurmdSpec)
@@ -308,6 +335,11 @@ class SlurmClusterSpec(StrictModel):
             raise ValueError("partitions: at most one partition may be default")
         return self
 
+    def slurm_version(self, spec: str) -> SlurmVersion:
+        """The release the cluster renders for (slurmkube.api.slurm_version); `spec`
+        says where this spec is, for errors."""
+        return cluster_slurm_version(self.slurm.version, self.image, spec)
+
 
 class SlurmCluster(StrictModel):
     api_version: Literal["slurmkube.io/v1alpha1"] = Field(
@@ -320,3 +352,7 @@ class SlurmCluster(StrictModel):
     @property
     def slurm_cluster_name(self) -> str:
         return self.spec.cluster_name or self.metadata.name
+
+    @property
+    def slurm_version(self) -> SlurmVersion:
+        return self.spec.slurm_version(f"SlurmCluster {self.metadata.name} spec")

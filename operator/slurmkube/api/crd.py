@@ -160,6 +160,7 @@ def crds() -> dict[str, dict[str, Any]]:
             status=SlurmClusterStatus,
             columns=[
                 _condition_column("Ready", "Ready"),
+                {"name": "Slurm", "type": "string", "jsonPath": ".status.slurmVersion"},
                 {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes.total"},
                 {"name": "Idle", "type": "integer", "jsonPath": ".status.nodes.idle"},
                 {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus.total"},

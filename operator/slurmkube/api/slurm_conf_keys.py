@@ -161,6 +161,7 @@ RENDERED_KEYS: Final = _lower(
     "MailProg",
     "MaxJobCount",
     "MessageTimeout",
+    "MetricsType",
     "NodeName",
     "NodeSet",
     "PartitionName",

@@ -107,6 +107,9 @@ class SlurmClusterStatus(LenientModel):
     """GPUs pending jobs ask for, per partition (the demand autoscaling follows)."""
     config_hash: str | None = Field(None, alias="configHash")
     """Hash of the Slurm configuration slurmctld runs with."""
+    slurm_version: str | None = Field(None, alias="slurmVersion")
+    """The Slurm release the configuration is rendered for: spec.slurm.version, or the
+    series the tag of spec.image names, or 26.05."""
     node_problems: list[NodeProblem] = Field(
         default_factory=list, alias="nodeProblems", max_length=1000
     )

@@ -56,6 +56,11 @@ class ClusterNames:
         return dns_label(f"{self.cluster}-slurmctld")
 
     @property
+    def controller_metrics(self) -> str:
+        """The Service Prometheus scrapes slurmctld's OpenMetrics through (26.05)."""
+        return dns_label(f"{self.cluster}-slurmctld-metrics")
+
+    @property
     def controller_pod(self) -> str:
         return f"{self.controller}-0"
 

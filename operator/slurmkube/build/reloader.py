@@ -1,9 +1,10 @@
 """The slurmctld pod's config reloader: `scontrol reconfigure` the moment new files land (pure).
 
-slurmctld reads slurm.conf and topology.conf from a ConfigMap volume. The
-kubelet copies a changed ConfigMap into the pod on its own schedule, so the
-operator cannot know when a reconfigure would see the new files, and a
-reconfigure issued before they arrive re-reads the old ones. The pod knows:
+slurmctld reads slurm.conf and topology.conf (topology.yaml on Slurm 25.05+)
+from a ConfigMap volume. The kubelet copies a changed ConfigMap into the pod on
+its own schedule, so the operator cannot know when a reconfigure would see the
+new files, and a reconfigure issued before they arrive re-reads the old ones.
+The pod knows:
 this sidecar watches the `config-hash` key of the mounted ConfigMap and runs
 `scontrol reconfigure` once per new hash, as soon as it appears. The kubelet
 swaps a ConfigMap volume's files all at once (AtomicWriter's `..data`

@@ -1,4 +1,4 @@
-"""slurmctld: its config, headless Service and StatefulSet (pure)."""
+"""slurmctld: its config, headless Service, metrics Service and StatefulSet (pure)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,26 @@ def controller_service(cluster: SlurmCluster) -> Manifest:
             "ports": [{"name": "slurmctld", "port": wk.SLURMCTLD_PORT}],
         },
     }
+
+
+def metrics_service(cluster: SlurmCluster) -> Manifest:
+    """Slurm 25.11+ with `MetricsType=metrics/openmetrics` answers `GET /metrics/...`
+    on slurmctld's own port (slurm.conf(5) MetricsType). A Service of its own,
+    labelled `slurmctld-metrics`, so a ServiceMonitor (the chart's
+    `slurmMetrics.serviceMonitor`) finds only clusters whose release serves it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(cluster, names_of(cluster).controller_metrics, METRICS_COMPONENT),
+        "spec": {
+            "selector": labels(cluster, "slurmctld"),
+            "ports": [{"name": "metrics", "port": wk.SLURMCTLD_PORT, "targetPort": "slurmctld"}],
+        },
+    }
+
+
+# app.kubernetes.io/name of the metrics Service, which the chart's ServiceMonitor selects.
+METRICS_COMPONENT = "slurmctld-metrics"
 
 
 def controller_statefulset(cluster: SlurmCluster) -> Manifest:

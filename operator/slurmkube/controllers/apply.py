@@ -29,14 +29,16 @@ from slurmkube.plan.reconfigure import (
     advance,
     loaded_since,
     seconds_left,
+    topologies_shown,
     topology_shown,
 )
 from slurmkube.plan.topology_status import topology_applied
+from slurmkube.render.files import TOPOLOGY_CONF, TOPOLOGY_YAML
 from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient
-from slurmkube.slurm.topology_text import parse_topology
+from slurmkube.slurm.topology_text import parse_topology, parse_topology_yaml
 
 log = logging.getLogger(__name__)
 
@@ -226,14 +228,21 @@ def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) 
                 clock.written_at.isoformat(),
             )
             return False
-        rendered = parse_topology(plan.rendered.files.get("topology.conf", ""))
-        if not topology_shown(rendered, scontrol.show_topology()):
+        if not topology_in_force(plan.rendered.files, scontrol):
             log.info("config not in force yet hash=%s topology differs", clock.hash[:12])
             return False
         return True
     except SlurmError as err:
         log.info("config check failed error=%s", err)
         return False
+
+
+def topology_in_force(files: Mapping[str, str], scontrol: CliClient) -> bool:
+    """The rendered topology file's blocks and switches, as Slurm shows them."""
+    if TOPOLOGY_YAML in files:
+        rendered = parse_topology_yaml(files[TOPOLOGY_YAML])
+        return topologies_shown(rendered, scontrol.show_topologies())
+    return topology_shown(parse_topology(files.get(TOPOLOGY_CONF, "")), scontrol.show_topology())
 
 
 def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -> list[Condition]:

@@ -52,6 +52,8 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         "gpus": gpu_counts(slurm_nodes, all_members),
         "nodeProblems": node_problems_status(plan),
     }
+    if plan.slurm_version:
+        status["slurmVersion"] = plan.slurm_version
     pending = record_pending(snap)
     if pending is not None:
         status["pendingGpus"] = pending

@@ -22,7 +22,12 @@ from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import NodeSet
 from slurmkube.build.login import login_deployment
 from slurmkube.build.names import Manifest, deployment_context, names_of
-from slurmkube.build.slurmctld import config_map, controller_service, controller_statefulset
+from slurmkube.build.slurmctld import (
+    config_map,
+    controller_service,
+    controller_statefulset,
+    metrics_service,
+)
 from slurmkube.build.slurmd import SlurmdResources, slurmd_disruption_budget, slurmd_pod
 from slurmkube.build.slurmrestd import restapi_deployment, restapi_service
 from slurmkube.plan.autoscale import (
@@ -116,7 +121,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     objects.append(login_deployment(cluster))
     objects += accounting
     names = names_of(cluster)
-    prune = (
+    prune: tuple[tuple[str, str, str], ...] = (
         ()
         if accounting
         else (
@@ -125,6 +130,11 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
             ("v1", "Secret", names.slurmdbd_config),
         )
     )
+    # slurmctld's own OpenMetrics (render: MetricsType) exist from 25.11 on.
+    if config.slurm_version.serves_openmetrics:
+        objects.append(metrics_service(cluster))
+    else:
+        prune += (("v1", "Service", names.controller_metrics),)
 
     problems = gpu_problems(observed.slurm_nodes, observed.fleet)
     problems |= {p.node: p for p in config.problems}
@@ -187,6 +197,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         kueue_objects=kueue_objects(bundle),
         disruption_budgets=tuple(slurmd_disruption_budget(cluster, ns) for ns in bundle.node_sets),
         topology_summary=topology_summary(config, rendered),
+        slurm_version=str(config.slurm_version),
         scaling=scaling,
         hold=hold,
         busy_labels=busy_labels(observed.pods, observed.slurm_nodes),

@@ -131,8 +131,11 @@ class Plan:
     disruption_budgets: tuple[Manifest, ...] = ()
     # Kueue Topology and ResourceFlavors (cluster-scoped, so not owned: see controllers).
     kueue_objects: tuple[Manifest, ...] = ()
-    # "topology.conf <hash>: N blocks, M switches", for the TopologyApplied condition.
+    # "topology.conf <hash> (topology/block, N blocks)" or, for topology.yaml, its
+    # named topologies, for the TopologyApplied condition.
     topology_summary: str = ""
+    # The Slurm release the config is rendered for (status.slurmVersion).
+    slurm_version: str = ""
     # Autoscaled NodeSets (plan.autoscale): what Slurm is asked to do, per NodeSet.
     scaling: Mapping[str, Scaling] = field(default_factory=dict)
     # Powered-down nodes of NodeSets driven by `replicas`, held while power saving is on.

@@ -6,7 +6,9 @@ copied a new ConfigMap into the volume, and the operator makes that copy
 prompt by annotating the pod. The operator then looks for evidence in Slurm
 that the change took: slurmctld re-read its files after the ConfigMap was
 written (`Configuration data as of`), and every block and switch of the
-rendered topology.conf is what `scontrol show topology` shows.
+rendered topology file is in force: topology.conf against `scontrol show
+topology`, topology.yaml (25.05+) per named topology against `scontrol show
+topoconf`.
 
 Only if that evidence is still missing a propagation window after the write
 does the operator issue a reconfigure itself: a reloader that could not run
@@ -91,6 +93,17 @@ def topology_shown(
         if want.switches and set(got.switches) != set(want.switches):
             return False
     return True
+
+
+def topologies_shown(
+    rendered: Mapping[str, Mapping[str, TopologyRecord]],
+    shown: Mapping[str, Mapping[str, TopologyRecord]],
+) -> bool:
+    """topology.yaml (25.05+): is every rendered topology in force, each showing
+    every block and switch rendered for it (`topology_shown`)?"""
+    return all(
+        name in shown and topology_shown(records, shown[name]) for name, records in rendered.items()
+    )
 
 
 def loaded_since(clock: ConfigClock, loaded_at: datetime) -> bool:

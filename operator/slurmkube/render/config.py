@@ -16,6 +16,7 @@ from slurmkube.api import grammar
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import KubeNode, NodeSet, PriorityWeights
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS, RenderContext
 from slurmkube.render.hostlist import hostlist
 from slurmkube.render.membership import (
@@ -27,6 +28,7 @@ from slurmkube.render.membership import (
 )
 from slurmkube.render.power import PowerSaving, power_saving
 from slurmkube.render.scheduler import BackfillPlan, minutes, plan_backfill
+from slurmkube.render.topologies import NamedTopologies, named_topologies, partition_topology
 from slurmkube.topology.fleet import FleetNode, as_fleet, sort_key
 from slurmkube.topology.model import FleetTopology, build_topology
 
@@ -76,11 +78,15 @@ class PartitionLine:
     max_nodes: int | None
     priority_tier: int
     def_mem_per_cpu: int | None
+    # Topology= (25.05+): the named topology of topology.yaml; None: the default.
+    topology: SlurmToken | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SlurmConfig:
     version: SlurmToken
+    # The Slurm release the files are for (api/slurm_version.py).
+    slurm_version: SlurmVersion
     cluster_name: SlurmToken
     controller_host: SlurmToken
     controller_addr: SlurmToken | None
@@ -104,6 +110,8 @@ class SlurmConfig:
     # AccountingStorageEnforce/TRES, PreemptType/Mode.
     policy: tuple[tuple[SlurmToken, SlurmToken], ...]
     topology: FleetTopology
+    # topology.yaml's topologies (read by 25.05+ only).
+    topologies: NamedTopologies
     # NodeSet -> the nodes its selector picks (who should run slurmd).
     members: dict[str, tuple[SlurmToken, ...]]
     power: PowerSaving | None = None
@@ -215,8 +223,12 @@ def _line_values(
 
 
 def _partitions(
-    bundle: ClusterBundle, members: dict[str, list[FleetNode]], shape_of: Mapping[str, NodeShape]
+    bundle: ClusterBundle,
+    members: dict[str, list[FleetNode]],
+    shape_of: Mapping[str, NodeShape],
+    topologies: NamedTopologies | None,
 ) -> tuple[PartitionLine, ...]:
+    """`topologies` is None where the release reads no topology.yaml (24.11)."""
     # Memory per CPU of each node, as its NodeName line states it (RealMemory).
     per_cpu = {name: shape.real_memory // shape.cpus for name, shape in shape_of.items()}
     lines = []
@@ -248,6 +260,7 @@ def _partitions(
                 # memory, so GPU jobs could never share a node; give each CPU its
                 # share of the smallest node's memory instead.
                 def_mem_per_cpu=min((per_cpu[n] for n in chosen), default=None),
+                topology=partition_topology(topologies, part.topology, f"{where}.topology"),
             )
         )
     return tuple(lines)
@@ -307,7 +320,6 @@ def plan_config(
     held = held or {}
     members = membership(bundle, as_fleet(nodes), held, problems)
     lines = _node_lines(bundle.node_sets, members, held, ctx)
-    partitions = _partitions(bundle, members.lines, lines.shape_of)
     max_times = [minutes(p.max_time) for p in spec.partitions if p.max_time]
     longest = max((m for m in max_times if m is not None), default=None)
     backfill = plan_backfill(spec.scheduler.backfill, longest)
@@ -325,6 +337,11 @@ def plan_config(
         *(n for ns in bundle.node_sets for n in members.lines[ns.metadata.name]),
         *members.unowned,
     ]
+    topology = build_topology(in_node_sets, spec.topology)
+    topologies = named_topologies(
+        topology, spec.topology.plugin, (p.topology for p in spec.partitions)
+    )
+    slurm_version = bundle.cluster.slurm_version
     extra = tuple(
         grammar.config_line(line, f"{where} spec.extraConfig[{i}]")
         for i, line in enumerate(spec.extra_config)
@@ -332,6 +349,7 @@ def plan_config(
     policy = _policy_keys(bundle, extra, ctx.accounting_host is not None, where)
     return SlurmConfig(
         version=SlurmToken(__version__),
+        slurm_version=slurm_version,
         cluster_name=grammar.cluster_name(
             bundle.cluster.slurm_cluster_name, f"{where} spec.clusterName (or metadata.name)"
         ),
@@ -353,10 +371,16 @@ def plan_config(
         priority=spec.scheduler.priority_weights,
         nodes=lines.nodes,
         gres=lines.gres,
-        partitions=partitions,
+        partitions=_partitions(
+            bundle,
+            members.lines,
+            lines.shape_of,
+            topologies if slurm_version.reads_topology_yaml else None,
+        ),
         extra=extra,
         policy=policy,
-        topology=build_topology(in_node_sets, spec.topology),
+        topology=topology,
+        topologies=topologies,
         members={name: tuple(n.name for n in nodes) for name, nodes in members.selected.items()},
         power=power_saving(bundle.node_sets, members.lines, ctx),
         held=lines.held,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,10 @@ from slurmkube.api.grammar import SlurmToken
 from slurmkube.render.config import SlurmConfig
 from slurmkube.render.hostlist import hostlist
 from slurmkube.render.templating import render_template
+from slurmkube.render.topologies import NETWORK, NVLINK
+
+TOPOLOGY_CONF = "topology.conf"
+TOPOLOGY_YAML = "topology.yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,29 +61,28 @@ def render_topology_conf(config: SlurmConfig) -> str:
 
 def render_topology_yaml(config: SlurmConfig) -> str:
     """topology.yaml(5), Slurm 25.05+: the NVLink blocks and the network tree as two
-    named topologies in one file, so a partition can pick either (`Topology=`);
-    the spec's plugin is the cluster default. 24.11 reads topology.conf only.
+    named topologies in one file (render/topologies.py), the spec's plugin the
+    cluster default, so a partition can pick either (`Topology=`).
 
     Every name and node passed the grammar (SlurmToken), and the YAML is dumped,
-    never templated, so no value can add a key or a line.
+    never templated, so no value can add a key, a topology or a line.
     """
+    named = config.topologies
+    topologies = [
+        {"topology": str(name), "cluster_default": name == named.default, **_layout(config, name)}
+        for name in named.names
+    ]
+    header = f"# Rendered by slurmkube {config.version}; see topology.yaml(5).\n"
+    return header + yaml.safe_dump(topologies, sort_keys=False, default_flow_style=False)
+
+
+def _layout(config: SlurmConfig, name: str) -> dict[str, Any]:
+    """The plugin key of one named topology: `block`, `tree` or `flat`."""
     topo = config.topology
-    default = str(config.topology_plugin)
-    topologies: list[dict[str, Any]] = []
-    if topo.blocks:
-        topologies.append(
-            {
-                "topology": "nvlink",
-                "cluster_default": default == "topology/block",
-                "block": {
-                    "block_sizes": list(topo.block_sizes),
-                    "blocks": [
-                        {"block": str(b.name), "nodes": str(hostlist(b.nodes))} for b in topo.blocks
-                    ],
-                },
-            }
-        )
-    if topo.switches:
+    if name == NVLINK:
+        blocks = [{"block": str(b.name), "nodes": str(hostlist(b.nodes))} for b in topo.blocks]
+        return {"block": {"block_sizes": list(topo.block_sizes), "blocks": blocks}}
+    if name == NETWORK:
         switches: list[dict[str, str]] = []
         for s in topo.switches:
             entry = {"switch": str(s.name)}
@@ -88,17 +91,8 @@ def render_topology_yaml(config: SlurmConfig) -> str:
             if s.nodes:
                 entry["nodes"] = str(hostlist(s.nodes))
             switches.append(entry)
-        topologies.append(
-            {
-                "topology": "network",
-                "cluster_default": default == "topology/tree",
-                "tree": {"switches": switches},
-            }
-        )
-    if not any(t["cluster_default"] for t in topologies):
-        topologies.append({"topology": "flat", "cluster_default": True, "flat": True})
-    header = f"# Rendered by slurmkube {config.version}; see topology.yaml(5).\n"
-    return header + yaml.safe_dump(topologies, sort_keys=False, default_flow_style=False)
+        return {"tree": {"switches": switches}}
+    return {"flat": True}
 
 
 def render_files(config: SlurmConfig) -> RenderedConfig:
@@ -107,6 +101,23 @@ def render_files(config: SlurmConfig) -> RenderedConfig:
             "slurm.conf": render_slurm_conf(config),
             "gres.conf": render_gres_conf(config),
             "cgroup.conf": render_cgroup_conf(config),
-            "topology.conf": render_topology_conf(config),
+            topology_file_name(config): render_topology(config),
         }
     )
+
+
+def render_topology(config: SlurmConfig) -> str:
+    """The topology file of the cluster's release (`topology_file_name`)."""
+    return _TOPOLOGY_RENDERERS[topology_file_name(config)](config)
+
+
+_TOPOLOGY_RENDERERS: Mapping[str, Callable[[SlurmConfig], str]] = {
+    TOPOLOGY_CONF: render_topology_conf,
+    TOPOLOGY_YAML: render_topology_yaml,
+}
+
+
+def topology_file_name(config: SlurmConfig) -> str:
+    """The topology file the cluster's release reads: topology.yaml on 25.05+
+    (with it slurmctld ignores topology.conf), topology.conf on 24.11."""
+    return TOPOLOGY_YAML if config.slurm_version.reads_topology_yaml else TOPOLOGY_CONF

@@ -47,7 +47,7 @@ from slurmkube.slurm.parse import (
     reservations_from,
 )
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES
-from slurmkube.slurm.topology_text import TopologyRecord, parse_topology
+from slurmkube.slurm.topology_text import TopologyRecord, parse_topology, parse_topology_yaml
 
 __all__ = ["CliClient", "classify_failure", "run_slurm_command"]
 
@@ -172,6 +172,14 @@ class CliClient:
     def show_topology(self) -> dict[str, TopologyRecord]:
         """The blocks/switches slurmctld has in force (no REST endpoint in 24.11)."""
         return parse_topology(self._run(["show", "topology"], "show topology"))
+
+    def show_topologies(self) -> dict[str, dict[str, TopologyRecord]]:
+        """Slurm 25.05+: every named topology in force, per topology (`show topoconf`)."""
+        out = self._run(["show", "topoconf"], "show topoconf")
+        try:
+            return parse_topology_yaml(out)
+        except ValueError as err:
+            raise SlurmError(f"unreadable topologies: {err}", operation="show topoconf") from err
 
     def config_loaded_at(self) -> datetime:
         """When slurmctld last read its files: `Configuration data as of` (a reconfigure

@@ -64,6 +64,8 @@ class FleetTopology:
     tier_labels: tuple[str, ...]
     nodes_without_domain: tuple[str, ...] = ()
     nodes_without_tiers: tuple[str, ...] = ()
+    # Some node carries a tier label: the switch tree is more than `unknown`.
+    tiers_labelled: bool = False
     undersized_blocks: tuple[str, ...] = ()
     problems: tuple[LabelProblem, ...] = field(default=())
 
@@ -125,6 +127,7 @@ def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopol
         tier_labels=tiers,
         nodes_without_domain=tuple(without_domain),
         nodes_without_tiers=tuple(without_tiers),
+        tiers_labelled=any(v != UNKNOWN for path in set(paths.values()) for v in path),
         undersized_blocks=undersized,
         problems=tuple(labels.problems),
     )

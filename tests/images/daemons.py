@@ -1,0 +1,154 @@
+"""Slurm daemons started from an image under podman as the operator's pods start
+them: host network on loopback, own hostname, the config or key directory at
+/etc/slurm. Shared by the image tests."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmkube.render import RenderContext
+
+from .conftest import Podman
+
+# SlurmctldHost of the configurations the image tests render.
+CONTROLLER = "smoke-ctl"
+# SlurmUser's uid and gid in the slurm image (images/slurm/Dockerfile).
+SLURM_UID = 401
+
+
+@dataclass(frozen=True)
+class Started:
+    """A slurmctld with one registered slurmd; `etc` is its /etc/slurm, writable here."""
+
+    ctl: str
+    etc: Path
+
+
+def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
+
+
+def loopback_context(ctl_port: int, node: str, node_port: int) -> RenderContext:
+    """Where the daemons run in these tests: loopback ports, one slurmd (`node`)."""
+    return RenderContext(
+        controller_host=CONTROLLER,
+        controller_addr="127.0.0.1",
+        slurmctld_port=ctl_port,
+        node_ports={node: node_port},
+        node_addr="127.0.0.1",
+        # No cgroup hierarchy is delegated to these containers.
+        cgroups=False,
+        # The node's size comes from the Node object, not from this host.
+        config_overrides=True,
+    )
+
+
+def host_options(host: str, conf: Path, *extra: str) -> tuple[str, ...]:
+    return ("--network=host", f"--hostname={host}", "-v", f"{conf}:/etc/slurm:ro", *extra)
+
+
+def start_slurmctld(podman: Podman, image: str, name: str, *, etc: Path, state: Path) -> str:
+    """slurmctld on the rendered files in `etc`, state in `state`; returns once it answers.
+    Its hostname is the one slurm.conf's SlurmctldHost names."""
+    ctl = podman.start(
+        name,
+        image,
+        "slurmctld",
+        options=host_options(
+            CONTROLLER,
+            etc,
+            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
+            "-v",
+            f"{state}:/var/spool/slurmctld",
+        ),
+    )
+    wait_until(
+        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
+        "slurmctld to answer",
+        podman,
+    )
+    return ctl
+
+
+def start_slurmd(
+    podman: Podman,
+    image: str,
+    name: str,
+    *,
+    node: str,
+    key: Path,
+    ctl_port: int,
+    extra: tuple[str, ...] = (),
+) -> str:
+    """A configless slurmd for `node` (root, like the slurmd pod), only slurm.key in `key`."""
+    conf_server = ("--env", f"SLURMKUBE_CONF_SERVER=127.0.0.1:{ctl_port}")
+    return podman.start(
+        name,
+        image,
+        "slurmd",
+        "-N",
+        node,
+        options=host_options(node, key, "--user=0", *conf_server, *extra),
+    )
+
+
+def wait_idle(podman: Podman, ctl: str, node: str) -> None:
+    """Until slurmctld shows `node` idle: its slurmd registered."""
+    wait_until(
+        lambda: (
+            podman("exec", ctl, "sinfo", "-h", "-n", node, "-o", "%T", check=False).strip()
+            == "idle"
+        ),
+        f"{node} idle",
+        podman,
+    )
+
+
+def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
+    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
+    directory.mkdir(parents=True)
+    for name, content in files.items():
+        path = directory / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        os.chown(path, 0, gid)
+        path.chmod(0o440)
+    directory.chmod(0o755)
+    return directory
+
+
+def start_cluster(
+    podman: Podman,
+    image: str,
+    tmp_path: Path,
+    files: Mapping[str, str],
+    *,
+    node: str,
+    ctl_port: int,
+) -> Started:
+    """slurmctld on `files` plus fresh keys, and `node`'s configless slurmd,
+    registered; containers named after this process, removed by the fixture."""
+    key = secrets.token_bytes(1024)
+    keys = {"slurm.key": key, "jwt.key": secrets.token_bytes(32)}
+    etc = write_files(tmp_path / "etc", {**files, **keys}, SLURM_UID)
+    key_only = write_files(tmp_path / "key", {"slurm.key": key}, SLURM_UID)
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, SLURM_UID, SLURM_UID)
+    prefix = f"slurmkube-{tmp_path.name}-{os.getpid()}"[:60]
+    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
+    start_slurmd(podman, image, f"{prefix}-slurmd", node=node, key=key_only, ctl_port=ctl_port)
+    wait_idle(podman, ctl, node)
+    return Started(ctl, etc)
