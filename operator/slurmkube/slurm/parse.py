@@ -361,10 +361,12 @@ def pings_from(doc: Mapping[str, Any]) -> tuple[ControllerPing, ...]:
             hostname=p.hostname,
             # v0.0.40 has only `pinged`; later versions add `responding`.
             responding=p.responding if p.responding is not None else p.pinged == "UP",
-            mode=p.mode,
+            # v0.0.45 drops `mode`; pings come in SlurmctldHost order, as scontrol
+            # ping names them.
+            mode=p.mode or ("primary" if i == 0 else f"backup{i}"),
             latency_us=p.latency or 0,
         )
-        for p in _parse(_PingJson, doc, "pings")
+        for i, p in enumerate(_parse(_PingJson, doc, "pings"))
     )
 
 
