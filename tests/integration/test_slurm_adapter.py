@@ -29,18 +29,21 @@ from slurmkube.slurm import (
     NodeStateChange,
     ReservationFlag,
     ReservationRequest,
-    ReservationUpdate,
     RestClient,
     SlurmAuthError,
     SlurmClient,
     SlurmNotFound,
-    SlurmRejected,
     SlurmUnreachable,
     drain,
     resume_if_ours,
 )
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 from slurmkube_local.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
+from tests.slurm_contract import (
+    check_bad_reservations_are_rejected,
+    check_reservation_update_and_delete,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -138,10 +141,6 @@ def job_state(cluster: LocalSlurm, job_id: int) -> tuple[str, str, str]:
 def wait_running(cluster: LocalSlurm, job_id: int) -> str:
     eventually(lambda: job_state(cluster, job_id)[0] == "RUNNING", f"job {job_id} running")
     return job_state(cluster, job_id)[1]
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"
 
 
 # --- nodes and jobs ---
@@ -265,50 +264,20 @@ def test_reservation_holds_exactly_the_requested_nodes(
 
 
 def test_reservation_can_be_updated_and_deleted(client: SlurmClient, cluster: LocalSlurm) -> None:
-    name = unique("upd")
-    client.create_reservation(ReservationRequest(name=name, nodes=("gb200-019",), users=("root",)))
-
-    updated = client.update_reservation(
-        ReservationUpdate(
-            name=name, nodes=("gb200-019", "gb200-020"), duration=timedelta(minutes=30)
-        )
+    check_reservation_update_and_delete(
+        client,
+        ("gb200-019", "gb200-020"),
+        "root",
+        lambda: cluster.run("scontrol", "show", "reservation"),
     )
-
-    assert updated.nodes == ("gb200-019", "gb200-020")
-    assert updated.duration == timedelta(minutes=30)
-    assert client.get_reservation(name) == updated
-    assert name in cluster.run("scontrol", "show", "reservation")
-    client.delete_reservation(name)
-    assert name not in {r.name for r in client.list_reservations()}
-    with pytest.raises(SlurmNotFound):
-        client.get_reservation(name)
-    with pytest.raises(SlurmNotFound):
-        client.delete_reservation(name)
-    with pytest.raises(SlurmNotFound):
-        client.update_reservation(ReservationUpdate(name=name, duration=timedelta(minutes=5)))
 
 
 def test_bad_reservations_are_rejected_with_slurms_message(
     client: SlurmClient, cluster: LocalSlurm
 ) -> None:
-    with pytest.raises(SlurmRejected, match=r"Users.*Accounts must be specified"):
-        client.create_reservation(ReservationRequest(name=unique("nobody"), nodes=("hgx-01",)))
-
     job = submit(cluster, "-p", "hgx", "-N", "1", "-w", "hgx-01")
     wait_running(cluster, job)
-    with pytest.raises(SlurmRejected, match="Requested nodes are busy"):
-        client.create_reservation(
-            ReservationRequest(name=unique("busy"), nodes=("hgx-01",), users=("root",))
-        )
-
-    name = unique("dup")
-    client.create_reservation(ReservationRequest(name=name, nodes=("cpu-01",), users=("root",)))
-    with pytest.raises(SlurmRejected) as err:
-        client.create_reservation(
-            ReservationRequest(name=name, nodes=("gb200-021",), users=("root",))
-        )
-    assert err.value.message  # Slurm's text, not ours
-    assert [r.nodes for r in client.list_reservations() if r.name == name] == [("cpu-01",)]
+    check_bad_reservations_are_rejected(client, "hgx-01", ("cpu-01", "gb200-021"), "root")
 
 
 # --- drain ---
