@@ -1,8 +1,8 @@
-"""What every SlurmClient backend must do with reservations, on every Slurm release.
+"""What every SlurmClient backend must do, on every Slurm release.
 
 Shared by the integration tests (24.11 on the host, both backends) and the image
 tests (26.05 in its image, slurmrestd writing reservations itself), so the same
-assertions hold wherever a reservation is written.
+assertions hold on every release and data_parser version.
 """
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ from datetime import timedelta
 
 import pytest
 
+from slurmkube.api.well_known import DRAIN_REASON_PREFIX
 from slurmkube.slurm import (
     ReservationRequest,
     ReservationUpdate,
+    RestClient,
     SlurmClient,
     SlurmNotFound,
     SlurmRejected,
+    drain,
+    resume_if_ours,
 )
 
 
@@ -71,3 +75,22 @@ def check_bad_reservations_are_rejected(
         client.create_reservation(ReservationRequest(name=name, nodes=free[1:], users=(user,)))
     assert err.value.message  # Slurm's text, not ours
     assert [r.nodes for r in client.list_reservations() if r.name == name] == [free[:1]]
+
+
+def check_nodes_read_and_updated(
+    rest: RestClient, nodes: set[str], node: tuple[str, tuple[str, ...]], featured: str
+) -> None:
+    """One data_parser version lists the nodes, reads `node` (name, partitions),
+    drains and resumes it, and sets and clears features of `featured`."""
+    name, partitions = node
+    version = rest.data_parser
+    assert {n.name for n in rest.list_nodes()} == nodes
+    assert rest.get_node(name).partitions == partitions
+    drain(rest, name, f"version {version}")
+    assert rest.get_node(name).reason == f"{DRAIN_REASON_PREFIX} version {version}"
+    assert resume_if_ours(rest, name)
+    assert not rest.get_node(name).drain
+    rest.set_node_features(featured, ["x"])
+    assert rest.get_node(featured).features == ("x",)
+    rest.set_node_features(featured, [])
+    assert rest.get_node(featured).features == ()

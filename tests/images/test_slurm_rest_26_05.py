@@ -26,10 +26,12 @@ from slurmkube.slurm import (
 )
 from tests.slurm_contract import (
     check_bad_reservations_are_rejected,
+    check_nodes_read_and_updated,
     check_reservation_update_and_delete,
 )
 
 from .conftest import Podman
+from .record_rest import Recorder, offered_versions
 from .slurm_stack import SlurmStack, start_slurm_stack, wait_until
 
 NODES = ("n1", "n2", "n3")
@@ -130,3 +132,13 @@ def test_26_05_keeps_the_reservation_contract(
         lambda: podman("exec", stack.controller, "scontrol", "show", "reservation"),
     )
     check_bad_reservations_are_rejected(rest, "n3", ("n1", "n2"), "slurm")
+
+
+def test_every_26_05_data_parser_reads_and_updates_nodes(stack: SlurmStack) -> None:
+    served = offered_versions(Recorder(stack).send("GET", "/openapi/v3")["body"])
+    assert served == ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+    for version in served:
+        with RestClient(
+            stack.rest_url, jwt_key=stack.jwt_key, user="slurm", data_parser=version
+        ) as rest:
+            check_nodes_read_and_updated(rest, set(NODES), ("n1", ("gpu",)), "n2")

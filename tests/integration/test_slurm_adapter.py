@@ -41,6 +41,7 @@ from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 from slurmkube_local.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
 from tests.slurm_contract import (
     check_bad_reservations_are_rejected,
+    check_nodes_read_and_updated,
     check_reservation_update_and_delete,
     unique,
 )
@@ -171,16 +172,9 @@ def test_rest_backend_uses_newest_data_parser_of_24_11(cluster: LocalSlurm) -> N
 @pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
 def test_every_24_11_data_parser_reads_and_updates_nodes(cluster: LocalSlurm, version: str) -> None:
     with rest_client(cluster, data_parser=version) as rest:
-        assert {n.name for n in rest.list_nodes()} == set(cluster.nodes)
-        assert rest.get_node("hgx-01").partitions == ("hgx", "all-gpu")
-        drain(rest, "hgx-01", f"version {version}")
-        assert rest.get_node("hgx-01").reason == f"{DRAIN_REASON_PREFIX} version {version}"
-        assert resume_if_ours(rest, "hgx-01")
-        assert not rest.get_node("hgx-01").drain
-        rest.set_node_features("cpu-01", ["x"])
-        assert rest.get_node("cpu-01").features == ("x",)
-        rest.set_node_features("cpu-01", [])
-        assert rest.get_node("cpu-01").features == ()
+        check_nodes_read_and_updated(
+            rest, set(cluster.nodes), ("hgx-01", ("hgx", "all-gpu")), "cpu-01"
+        )
 
 
 def test_jobs_are_listed_with_gpu_requests_nodes_and_reasons(
