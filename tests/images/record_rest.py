@@ -20,19 +20,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from images import build as image_build
-from slurmkube.slurm.models import (
-    NodeStateChange,
-    ReservationFlag,
-    ReservationRequest,
-    ReservationUpdate,
-)
+from slurmkube.slurm.models import NodeStateChange, ReservationUpdate
 from slurmkube.slurm.parse import version_key
 from slurmkube.slurm.rest_bodies import (
     abilities,
@@ -41,28 +35,13 @@ from slurmkube.slurm.rest_bodies import (
     reservation_update_body,
 )
 from slurmkube.slurm.tokens import JwtMinter
+from tests.unit.slurm_recorded import READ_RESERVATION, WRITTEN_RESERVATION
 
 from .conftest import Podman
 from .slurm_stack import SlurmStack, start_slurm_stack, wait_until
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 NODES = ("n1", "n2")
-# The reservation every version reads, and the one each version creates, updates
-# and deletes (IGNORE_JOBS: n1 runs a job).
-READ_RESERVATION = ReservationRequest(
-    name="test_res",
-    nodes=("n2",),
-    users=("root",),
-    duration=timedelta(hours=1),
-    flags=frozenset({ReservationFlag.IGNORE_JOBS}),
-)
-WRITTEN_RESERVATION = ReservationRequest(
-    name="recorded_res",
-    nodes=("n1",),
-    users=("root",),
-    duration=timedelta(minutes=30),
-    flags=frozenset({ReservationFlag.IGNORE_JOBS, ReservationFlag.NO_HOLD_JOBS_AFTER}),
-)
 MISSING_JOB = 999999
 
 

@@ -8,10 +8,13 @@ from its image by tests/images/record_rest.py. Each file is
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from slurmkube.slurm.models import ReservationFlag, ReservationRequest
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 # Release -> the directory holding one directory of answers per data_parser version.
@@ -27,6 +30,22 @@ REQUIRED = (
     "ping",
     "reservation-unknown",
     "reservations",
+)
+# 26.05: the reservation every version reads, and the one each version that can
+# creates, updates and deletes (IGNORE_JOBS: n1 runs a job) (tests/images/record_rest.py).
+READ_RESERVATION = ReservationRequest(
+    name="test_res",
+    nodes=("n2",),
+    users=("root",),
+    duration=timedelta(hours=1),
+    flags=frozenset({ReservationFlag.IGNORE_JOBS}),
+)
+WRITTEN_RESERVATION = ReservationRequest(
+    name="recorded_res",
+    nodes=("n1",),
+    users=("root",),
+    duration=timedelta(minutes=30),
+    flags=frozenset({ReservationFlag.IGNORE_JOBS, ReservationFlag.NO_HOLD_JOBS_AFTER}),
 )
 
 

@@ -6,7 +6,6 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -385,13 +384,7 @@ def test_jobs_are_listed_again_only_when_slurmctld_changed_one() -> None:
 
 # --- reservation writes and requeue over REST (26.05's data_parsers) ---
 
-WRITTEN = ReservationRequest(
-    name="recorded_res",
-    nodes=("n1",),
-    users=("root",),
-    duration=timedelta(minutes=30),
-    flags=frozenset({ReservationFlag.IGNORE_JOBS, ReservationFlag.NO_HOLD_JOBS_AFTER}),
-)
+WRITTEN = slurm_recorded.WRITTEN_RESERVATION
 
 
 def answers(*responses: httpx.Response) -> Callable[[httpx.Request], httpx.Response]:
