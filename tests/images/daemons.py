@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurmkube.render import RenderContext
 
 from .conftest import Podman
-
-# SlurmctldHost of the configurations the image tests render.
-CONTROLLER = "smoke-ctl"
-# SlurmUser's uid and gid in the slurm image (images/slurm/Dockerfile).
-SLURM_UID = 401
+from .slurm_stack import CONTROLLER, SLURM_UID, host_mounts, wait_until, write_files
 
 
 @dataclass(frozen=True)
@@ -27,15 +22,6 @@ class Started:
 
     ctl: str
     etc: Path
-
-
-def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
 
 
 def loopback_context(ctl_port: int, node: str, node_port: int) -> RenderContext:
@@ -53,10 +39,6 @@ def loopback_context(ctl_port: int, node: str, node_port: int) -> RenderContext:
     )
 
 
-def host_options(host: str, conf: Path, *extra: str) -> tuple[str, ...]:
-    return ("--network=host", f"--hostname={host}", "-v", f"{conf}:/etc/slurm:ro", *extra)
-
-
 def start_slurmctld(podman: Podman, image: str, name: str, *, etc: Path, state: Path) -> str:
     """slurmctld on the rendered files in `etc`, state in `state`; returns once it answers.
     Its hostname is the one slurm.conf's SlurmctldHost names."""
@@ -64,7 +46,7 @@ def start_slurmctld(podman: Podman, image: str, name: str, *, etc: Path, state: 
         name,
         image,
         "slurmctld",
-        options=host_options(
+        options=host_mounts(
             CONTROLLER,
             etc,
             "--env=SLURM_CONF=/etc/slurm/slurm.conf",
@@ -98,7 +80,7 @@ def start_slurmd(
         "slurmd",
         "-N",
         node,
-        options=host_options(node, key, "--user=0", *conf_server, *extra),
+        options=host_mounts(node, key, "--user=0", *conf_server, *extra),
     )
 
 
@@ -112,21 +94,6 @@ def wait_idle(podman: Podman, ctl: str, node: str) -> None:
         f"{node} idle",
         podman,
     )
-
-
-def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
-    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
-    directory.mkdir(parents=True)
-    for name, content in files.items():
-        path = directory / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-        os.chown(path, 0, gid)
-        path.chmod(0o440)
-    directory.chmod(0o755)
-    return directory
 
 
 def start_cluster(

@@ -29,7 +29,8 @@ from slurmkube_local.builders import CLUSTER_UUID, NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
-from .daemons import loopback_context, start_cluster, wait_until
+from .daemons import loopback_context, start_cluster
+from .slurm_stack import wait_until
 
 NODE = "gpu-0001"
 PARTITIONS = [

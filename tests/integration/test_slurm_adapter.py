@@ -29,18 +29,22 @@ from slurmkube.slurm import (
     NodeStateChange,
     ReservationFlag,
     ReservationRequest,
-    ReservationUpdate,
     RestClient,
     SlurmAuthError,
     SlurmClient,
     SlurmNotFound,
-    SlurmRejected,
     SlurmUnreachable,
     drain,
     resume_if_ours,
 )
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
 from slurmkube_local.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
+from tests.slurm_contract import (
+    check_bad_reservations_are_rejected,
+    check_nodes_read_and_updated,
+    check_reservation_update_and_delete,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -140,10 +144,6 @@ def wait_running(cluster: LocalSlurm, job_id: int) -> str:
     return job_state(cluster, job_id)[1]
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"
-
-
 # --- nodes and jobs ---
 
 
@@ -172,16 +172,9 @@ def test_rest_backend_uses_newest_data_parser_of_24_11(cluster: LocalSlurm) -> N
 @pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
 def test_every_24_11_data_parser_reads_and_updates_nodes(cluster: LocalSlurm, version: str) -> None:
     with rest_client(cluster, data_parser=version) as rest:
-        assert {n.name for n in rest.list_nodes()} == set(cluster.nodes)
-        assert rest.get_node("hgx-01").partitions == ("hgx", "all-gpu")
-        drain(rest, "hgx-01", f"version {version}")
-        assert rest.get_node("hgx-01").reason == f"{DRAIN_REASON_PREFIX} version {version}"
-        assert resume_if_ours(rest, "hgx-01")
-        assert not rest.get_node("hgx-01").drain
-        rest.set_node_features("cpu-01", ["x"])
-        assert rest.get_node("cpu-01").features == ("x",)
-        rest.set_node_features("cpu-01", [])
-        assert rest.get_node("cpu-01").features == ()
+        check_nodes_read_and_updated(
+            rest, set(cluster.nodes), ("hgx-01", ("hgx", "all-gpu")), "cpu-01"
+        )
 
 
 def test_jobs_are_listed_with_gpu_requests_nodes_and_reasons(
@@ -265,50 +258,20 @@ def test_reservation_holds_exactly_the_requested_nodes(
 
 
 def test_reservation_can_be_updated_and_deleted(client: SlurmClient, cluster: LocalSlurm) -> None:
-    name = unique("upd")
-    client.create_reservation(ReservationRequest(name=name, nodes=("gb200-019",), users=("root",)))
-
-    updated = client.update_reservation(
-        ReservationUpdate(
-            name=name, nodes=("gb200-019", "gb200-020"), duration=timedelta(minutes=30)
-        )
+    check_reservation_update_and_delete(
+        client,
+        ("gb200-019", "gb200-020"),
+        "root",
+        lambda: cluster.run("scontrol", "show", "reservation"),
     )
-
-    assert updated.nodes == ("gb200-019", "gb200-020")
-    assert updated.duration == timedelta(minutes=30)
-    assert client.get_reservation(name) == updated
-    assert name in cluster.run("scontrol", "show", "reservation")
-    client.delete_reservation(name)
-    assert name not in {r.name for r in client.list_reservations()}
-    with pytest.raises(SlurmNotFound):
-        client.get_reservation(name)
-    with pytest.raises(SlurmNotFound):
-        client.delete_reservation(name)
-    with pytest.raises(SlurmNotFound):
-        client.update_reservation(ReservationUpdate(name=name, duration=timedelta(minutes=5)))
 
 
 def test_bad_reservations_are_rejected_with_slurms_message(
     client: SlurmClient, cluster: LocalSlurm
 ) -> None:
-    with pytest.raises(SlurmRejected, match=r"Users.*Accounts must be specified"):
-        client.create_reservation(ReservationRequest(name=unique("nobody"), nodes=("hgx-01",)))
-
     job = submit(cluster, "-p", "hgx", "-N", "1", "-w", "hgx-01")
     wait_running(cluster, job)
-    with pytest.raises(SlurmRejected, match="Requested nodes are busy"):
-        client.create_reservation(
-            ReservationRequest(name=unique("busy"), nodes=("hgx-01",), users=("root",))
-        )
-
-    name = unique("dup")
-    client.create_reservation(ReservationRequest(name=name, nodes=("cpu-01",), users=("root",)))
-    with pytest.raises(SlurmRejected) as err:
-        client.create_reservation(
-            ReservationRequest(name=name, nodes=("gb200-021",), users=("root",))
-        )
-    assert err.value.message  # Slurm's text, not ours
-    assert [r.nodes for r in client.list_reservations() if r.name == name] == [("cpu-01",)]
+    check_bad_reservations_are_rejected(client, "hgx-01", ("cpu-01", "gb200-021"), "root")
 
 
 # --- drain ---

@@ -233,9 +233,9 @@ def test_data_parser_is_the_newest_both_sides_know() -> None:
     recorded = json.loads((FIXTURES / "openapi-24.11-paths.json").read_text())
     assert choose_data_parser(recorded) == "v0.0.42"
     paths: dict[str, object] = {
-        f"/slurm/{v}/nodes/": {} for v in ["v0.0.41", "v0.0.43", "v0.0.44", "v0.0.45"]
+        f"/slurm/{v}/nodes/": {} for v in ["v0.0.41", "v0.0.43", "v0.0.45", "v0.0.46"]
     }
-    assert choose_data_parser({"paths": paths}) == "v0.0.44"
+    assert choose_data_parser({"paths": paths}) == "v0.0.45"
     with pytest.raises(SlurmError, match=r"v0\.0\.39"):
         choose_data_parser({"paths": {"/slurm/v0.0.39/nodes/": {}, "/slurmdb/v0.0.42/": {}}})
 

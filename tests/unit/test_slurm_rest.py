@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from slurmkube.slurm import (
     NodeStateChange,
     Reservation,
+    ReservationFlag,
     ReservationRequest,
     ReservationUpdate,
     RestClient,
@@ -25,6 +27,9 @@ from slurmkube.slurm import (
     SlurmUnreachable,
 )
 from slurmkube.slurm.responses import check_response
+from slurmkube.slurm.rest_bodies import reservation_body
+
+from . import slurm_recorded
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 KEY = b"k" * 32
@@ -375,3 +380,150 @@ def test_jobs_are_listed_again_only_when_slurmctld_changed_one() -> None:
         "1796226837",
         "1796226837",
     ]
+
+
+# --- reservation writes and requeue over REST (26.05's data_parsers) ---
+
+WRITTEN = slurm_recorded.WRITTEN_RESERVATION
+
+
+def answers(*responses: httpx.Response) -> Callable[[httpx.Request], httpx.Response]:
+    """The responses in turn, the last one for every later request."""
+    pending = list(responses)
+    return lambda _: pending.pop(0) if len(pending) > 1 else pending[0]
+
+
+def live(version: str, **routes: Callable[[httpx.Request], httpx.Response]) -> Server:
+    """slurmrestd 26.05 as recorded: its /openapi/v3 and `routes` under /slurm/{version}."""
+    table = {"GET /openapi/v3": always(httpx.Response(200, json=slurm_recorded.openapi("26.05")))}
+    for key, route in routes.items():
+        method, path = key.split(" ", 1)
+        table[f"{method} /slurm/{version}{path}"] = route
+    return Server(table)
+
+
+@pytest.mark.parametrize(("release", "over_rest"), [("24.11", False), ("26.05", True)])
+def test_reservation_writes_follow_the_data_parser_the_daemon_offers(
+    release: str, over_rest: bool
+) -> None:
+    doc = slurm_recorded.openapi(release)
+    server = Server({"GET /openapi/v3": always(httpx.Response(200, json=doc))})
+    rest = client(server, reservations=ReservationWriter())
+    assert rest.abilities.writes_reservations is over_rest
+    assert rest.abilities.requeues_jobs is over_rest
+
+
+@pytest.mark.parametrize("version", ["v0.0.43", "v0.0.44", "v0.0.45"])
+def test_a_reservation_is_created_over_rest_and_read_back(version: str) -> None:
+    recorded_26 = functools.partial(slurm_recorded.response, "26.05", version)
+    server = live(
+        version,
+        **{
+            "GET /reservations/": answers(
+                recorded_26("reservations"), recorded_26("reservation-updated")
+            ),
+            "POST /reservation": always(recorded_26("reservation-create")),
+        },
+    )
+    writer = ReservationWriter()
+    made = client(server, data_parser=version, reservations=writer).create_reservation(WRITTEN)
+
+    assert (made.name, made.nodes) == ("recorded_res", ("n1",))
+    assert server.paths() == [
+        f"GET /slurm/{version}/reservations/",
+        f"POST /slurm/{version}/reservation",
+        f"GET /slurm/{version}/reservations/",
+    ]
+    assert json.loads(server.seen[1].content) == reservation_body(WRITTEN, version)
+    assert writer.calls == []
+
+
+@pytest.mark.parametrize("name", ["test_res", "TEST_RES"])
+def test_a_taken_name_is_refused_and_nothing_is_written(name: str) -> None:
+    listed = slurm_recorded.response("26.05", "v0.0.45", "reservations")
+    server = live("v0.0.45", **{"GET /reservations/": always(listed)})
+    taken = replace(WRITTEN, name=name)
+    with pytest.raises(SlurmRejected, match="Duplicate reservation name"):
+        client(server, data_parser="v0.0.45").create_reservation(taken)
+    assert [p for p in server.paths() if p.startswith("POST")] == []
+
+
+def test_an_update_changes_only_what_it_names_and_never_creates() -> None:
+    recorded_45 = functools.partial(slurm_recorded.response, "26.05", "v0.0.45")
+    server = live(
+        "v0.0.45",
+        **{
+            "GET /reservations/": always(recorded_45("reservation-updated")),
+            "POST /reservation": always(recorded_45("reservation-update")),
+        },
+    )
+    rest = client(server, data_parser="v0.0.45")
+    update = ReservationUpdate(name="recorded_res", users=("root", "slurm"))
+
+    assert rest.update_reservation(update).users == ("root", "slurm")
+    (posted,) = [r for r in server.seen if r.method == "POST"]
+    assert json.loads(posted.content) == {"name": "recorded_res", "users": ["root", "slurm"]}
+
+    with pytest.raises(SlurmNotFound, match="nosuch"):
+        rest.update_reservation(ReservationUpdate(name="nosuch", users=("root",)))
+    assert len([r for r in server.seen if r.method == "POST"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "error"),
+    [
+        ("recorded_res", "reservation-delete", None),
+        ("nosuch", "reservation-delete-unknown", SlurmNotFound),
+    ],
+)
+def test_a_reservation_is_deleted_over_rest_and_a_missing_one_is_not_found(
+    name: str, answer: str, error: type[SlurmError] | None
+) -> None:
+    recorded_45 = functools.partial(slurm_recorded.response, "26.05", "v0.0.45")
+    server = live(
+        "v0.0.45",
+        **{
+            f"DELETE /reservation/{name}": always(recorded_45(answer)),
+            "GET /reservations/": always(recorded_45("reservations")),
+        },
+    )
+    rest = client(server, data_parser="v0.0.45", reservations=ReservationWriter())
+    if error is None:
+        rest.delete_reservation(name)
+    else:
+        with pytest.raises(error):
+            rest.delete_reservation(name)
+    assert server.paths()[0] == f"DELETE /slurm/v0.0.45/reservation/{name}"
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (httpx.Response(200, json={"status": [], "errors": [], "warnings": []}), None),
+        (slurm_recorded.response("26.05", "v0.0.45", "job-requeue-unknown"), SlurmNotFound),
+        (slurm_recorded.response("26.05", "v0.0.45", "job-requeue-pending"), SlurmRejected),
+    ],
+)
+def test_v0_0_45_requeues_over_rest(answer: httpx.Response, error: type[SlurmError] | None) -> None:
+    server = live("v0.0.45", **{"GET /job/12/requeue": always(answer)})
+    writer = ReservationWriter()
+    rest = client(server, data_parser="v0.0.45", reservations=writer)
+    if error is None:
+        rest.requeue_job(12)
+    else:
+        with pytest.raises(error):
+            rest.requeue_job(12)
+    assert (server.paths(), writer.calls) == (["GET /slurm/v0.0.45/job/12/requeue"], [])
+
+
+def test_before_v0_0_45_a_requeue_goes_to_scontrol() -> None:
+    writer = ReservationWriter()
+    client(Server({}), data_parser="v0.0.44", reservations=writer).requeue_job(12)
+    assert writer.calls == ["requeue 12"]
+
+
+def test_a_flag_the_version_cannot_parse_goes_to_scontrol() -> None:
+    writer = ReservationWriter()
+    rest = client(Server({}), data_parser="v0.0.43", reservations=writer)
+    rest.create_reservation(replace(WRITTEN, flags=frozenset({ReservationFlag.REPLACE_DOWN})))
+    assert writer.calls == ["create recorded_res"]

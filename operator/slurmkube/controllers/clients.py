@@ -59,7 +59,8 @@ class SlurmClients:
 
     def rest(self, kube: Kube, cluster: SlurmCluster) -> RestClient | None:
         """slurmrestd of this cluster, with JWTs minted from its key, reservation
-        writes through its scontrol; None while slurmrestd is off or has no key."""
+        writes and requeues through its scontrol where the data_parser cannot do
+        them (24.11); None while slurmrestd is off or has no key."""
         key = jwt_key(kube, cluster)
         if not key or not cluster.spec.rest_api.replicas:
             return None
@@ -76,7 +77,7 @@ class SlurmClients:
 
     def scontrol(self, kube: Kube, cluster: SlurmCluster) -> CliClient | None:
         """scontrol authenticated by a JWT (`slurmkube.slurm.jwt_cli`): the reservation
-        writes and the topology/config reads that 24.11's slurmrestd cannot do."""
+        writes and requeues 24.11's slurmrestd cannot do, and the topology/config reads."""
         key = jwt_key(kube, cluster)
         if not key:
             return None

@@ -1,11 +1,11 @@
 """Apply node health's actions (plan.health), in the order the planner gave them.
 
-Slurm through the cluster's RestClient (drain, undrain, the check job; the
-reservation and requeues go through its scontrol writer, as 24.11's
-slurmrestd cannot do them), the `slurmkube.io/unhealthy:NoSchedule` taint on
-the Node by a read-modify-write that keeps every other taint. A failed step
-stops the node's later steps (the next pass plans them again from what it
-then sees); other nodes go on.
+Slurm through the cluster's RestClient (drain, undrain, the check job, the
+reservation and requeues; those two go through its scontrol writer where the
+slurmrestd's data_parser cannot do them, as on 24.11), the
+`slurmkube.io/unhealthy:NoSchedule` taint on the Node by a read-modify-write
+that keeps every other taint. A failed step stops the node's later steps (the
+next pass plans them again from what it then sees); other nodes go on.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ reconcile covers every AdmissionCheck whose controllerName is
 `slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
 name. Only the leader reconciles (the operator's Lease, `handlers.State`).
 
-Writes (`lending_apply`): the Slurm reservation (scontrol, `SlurmClients.scontrol`), the
+Writes (`lending_apply`): the Slurm reservation (slurmrestd, or scontrol where its
+data_parser cannot write reservations, `RestClient`), the
 `slurmkube.io/lease` label on Nodes, our entry of each Workload's
 `status.admissionChecks` and the AdmissionCheck's `Active` condition, both by
 server-side apply under our own field manager so Kueue's fields stay Kueue's.

@@ -1,8 +1,8 @@
 """Slurm adapter: one `SlurmClient` Protocol, two backends.
 
-`RestClient` talks to slurmrestd (JWT, data_parser v0.0.40-v0.0.44) and hands
-what 24.11's REST cannot do (reservation writes) to a `CliClient`, which runs
-scontrol. `drain` and `resume_if_ours` keep slurmkube's drains apart from an
+`RestClient` talks to slurmrestd (JWT, data_parser v0.0.40-v0.0.45) and hands
+what the data_parser cannot do (24.11: reservation writes, requeue) to a
+`CliClient`, which runs scontrol. `drain` and `resume_if_ours` keep slurmkube's drains apart from an
 admin's. Parsing (`parse`) and argument validation (`arguments`) are pure.
 """
 

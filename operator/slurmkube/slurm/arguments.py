@@ -34,11 +34,13 @@ __all__ = [
     "create_reservation_argv",
     "delete_reservation_argv",
     "drain_reason",
+    "duration_minutes",
     "features",
     "is_ours",
     "job_id",
     "node_names",
     "node_state_argv",
+    "principals",
     "reason",
     "requeue_job_argv",
     "reservation_name",
@@ -121,14 +123,20 @@ def slurm_start(start: datetime | None) -> str:
     return start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def slurm_duration(duration: timedelta | None) -> str:
-    """Duration= in whole minutes, rounded up; None is UNLIMITED."""
+def duration_minutes(duration: timedelta | None) -> int | None:
+    """A reservation's length in whole minutes, rounded up; None is UNLIMITED."""
     if duration is None:
-        return "UNLIMITED"
+        return None
     seconds = int(duration.total_seconds())
     if seconds <= 0:
         raise InvalidValue("duration", str(duration), "a positive duration")
-    return str(-(-seconds // 60))
+    return -(-seconds // 60)
+
+
+def slurm_duration(duration: timedelta | None) -> str:
+    """Duration= in whole minutes, rounded up; None is UNLIMITED."""
+    minutes = duration_minutes(duration)
+    return "UNLIMITED" if minutes is None else str(minutes)
 
 
 def _flags(flags: Iterable[ReservationFlag]) -> str:
@@ -166,13 +174,20 @@ def update_reservation_argv(update: ReservationUpdate) -> list[str]:
     return argv
 
 
-def _principals(users: Sequence[str], accounts: Sequence[str]) -> list[str]:
-    argv = []
+def principals(users: Sequence[str], accounts: Sequence[str]) -> dict[str, list[str]]:
+    """Who may use a reservation, validated: `users`/`accounts` as given, empty ones
+    left out (on update: left unchanged)."""
+    named = {}
     if users:
-        argv.append(f"Users={_names(users, user_name, 'users')}")
+        named["users"] = _names(users, user_name, "users").split(",")
     if accounts:
-        argv.append(f"Accounts={_names(accounts, account_name, 'accounts')}")
-    return argv
+        named["accounts"] = _names(accounts, account_name, "accounts").split(",")
+    return named
+
+
+def _principals(users: Sequence[str], accounts: Sequence[str]) -> list[str]:
+    keys = {"users": "Users", "accounts": "Accounts"}
+    return [f"{keys[k]}={','.join(v)}" for k, v in principals(users, accounts).items()]
 
 
 def delete_reservation_argv(name: str) -> list[str]:

@@ -29,6 +29,7 @@ from slurmkube.slurm.errors import (
     SlurmNotFound,
     SlurmRejected,
     SlurmUnreachable,
+    missing_or_rejected,
 )
 from slurmkube.slurm.models import (
     ControllerPing,
@@ -249,14 +250,10 @@ class CliClient:
         self._on_reservation(arguments.delete_reservation_argv(name), name, "delete")
 
     def _on_reservation(self, argv: Sequence[str], name: str, verb: str) -> None:
-        """Slurm answers a missing reservation with the same 'Requested
-        reservation is invalid' as a bad change; ask which it was."""
         operation = f"{verb} reservation {name}"
-        try:
-            self._run(argv, operation)
-        except SlurmRejected as err:
-            try:
-                self.get_reservation(name)
-            except SlurmNotFound:
-                raise SlurmNotFound(f"reservation {name} not found", operation=operation) from err
-            raise
+        missing_or_rejected(
+            lambda: self._run(argv, operation),
+            lambda: self.get_reservation(name),
+            f"reservation {name}",
+            operation,
+        )

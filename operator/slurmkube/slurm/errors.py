@@ -10,12 +10,15 @@ Invalid *arguments* (a reason with `=` in it) are not Slurm errors: they raise
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = [
     "SlurmAuthError",
     "SlurmError",
     "SlurmNotFound",
     "SlurmRejected",
     "SlurmUnreachable",
+    "missing_or_rejected",
 ]
 
 
@@ -45,3 +48,20 @@ class SlurmNotFound(SlurmError):
 
 class SlurmRejected(SlurmError):
     """slurmctld understood the request and refused it; `message` is Slurm's own text."""
+
+
+def missing_or_rejected(
+    change: Callable[[], object], look_up: Callable[[], object], what: str, operation: str
+) -> None:
+    """Run `change`. Slurm refuses a change to a missing reservation with the same
+    'Requested reservation is invalid' (ESLURM_RESERVATION_INVALID) as a bad
+    change, over scontrol and slurmrestd alike: when refused, `look_up` tells
+    which it was (it raises SlurmNotFound for a missing one)."""
+    try:
+        change()
+    except SlurmRejected as err:
+        try:
+            look_up()
+        except SlurmNotFound:
+            raise SlurmNotFound(f"{what} not found", operation=operation) from err
+        raise

@@ -2,8 +2,8 @@
 
 slurmrestd (`/slurm/v0.0.4x/...`) and `scontrol show ... --json` print the
 same data_parser documents, so both backends parse here. The fields read are
-the same in v0.0.40-v0.0.42 (checked against recorded responses in
-tests/fixtures/slurm/) and 25.05/25.11 keep them; everything else is ignored,
+the same in v0.0.40-v0.0.45 (checked against responses recorded from 24.11
+and 26.05 in tests/fixtures/slurm/); everything else is ignored,
 so fields added by newer versions do not break parsing. Numbers may come as
 plain integers or as Slurm's `{"set", "infinite", "number"}` structs.
 """
@@ -35,10 +35,19 @@ __all__ = [
     "reservations_from",
     "tres_gpus",
     "update_time_of",
+    "version_key",
 ]
 
-# Oldest first. 24.11 serves v0.0.40-v0.0.42; 25.05 adds v0.0.43, 25.11 v0.0.44.
-SUPPORTED_DATA_PARSERS: Final = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
+# Oldest first. 24.11 serves v0.0.40-v0.0.42; 26.05 serves v0.0.42-v0.0.45 (25.05
+# added v0.0.43, 25.11 v0.0.44). Each has recorded responses in tests/fixtures/slurm/.
+SUPPORTED_DATA_PARSERS: Final = (
+    "v0.0.40",
+    "v0.0.41",
+    "v0.0.42",
+    "v0.0.43",
+    "v0.0.44",
+    "v0.0.45",
+)
 
 
 def _number(value: Any) -> Any:
@@ -352,10 +361,12 @@ def pings_from(doc: Mapping[str, Any]) -> tuple[ControllerPing, ...]:
             hostname=p.hostname,
             # v0.0.40 has only `pinged`; later versions add `responding`.
             responding=p.responding if p.responding is not None else p.pinged == "UP",
-            mode=p.mode,
+            # v0.0.45 drops `mode`; pings come in SlurmctldHost order, as scontrol
+            # ping names them.
+            mode=p.mode or ("primary" if i == 0 else f"backup{i}"),
             latency_us=p.latency or 0,
         )
-        for p in _parse(_PingJson, doc, "pings")
+        for i, p in enumerate(_parse(_PingJson, doc, "pings"))
     )
 
 
@@ -366,7 +377,8 @@ def messages_from(doc: Mapping[str, Any], key: str = "errors") -> tuple[SlurmMes
 _VERSION_PATH: Final = re.compile(r"/slurm/(v0\.0\.\d+)/")
 
 
-def _version_key(version: str) -> tuple[int, ...]:
+def version_key(version: str) -> tuple[int, ...]:
+    """`v0.0.45` -> (0, 0, 45), for ordering data_parser versions."""
     return tuple(int(x) for x in version.lstrip("v").split("."))
 
 
@@ -377,10 +389,10 @@ def choose_data_parser(openapi: Mapping[str, Any]) -> str:
     if not isinstance(paths, Mapping):
         raise SlurmError("slurmrestd /openapi/v3 has no 'paths'")
     offered = {m.group(1) for p in paths if (m := _VERSION_PATH.match(p))}
-    usable = sorted(offered & set(SUPPORTED_DATA_PARSERS), key=_version_key)
+    usable = sorted(offered & set(SUPPORTED_DATA_PARSERS), key=version_key)
     if not usable:
         raise SlurmError(
-            f"slurmrestd offers data_parser {sorted(offered, key=_version_key) or 'none'} "
+            f"slurmrestd offers data_parser {sorted(offered, key=version_key) or 'none'} "
             f"for /slurm/; slurmkube supports {', '.join(SUPPORTED_DATA_PARSERS)} "
             "(load openapi/slurmctld with one of them)"
         )

@@ -96,7 +96,8 @@ class SlurmClient(Protocol):
 
 class ReservationWriter(Protocol):
     """The writes of `SlurmClient` that 24.11's slurmrestd lacks (reservations,
-    job requeue); `RestClient` hands these calls to one (normally a `CliClient`)."""
+    job requeue); `RestClient` hands these calls to one (normally a `CliClient`)
+    when its data_parser cannot do them (`rest_bodies.abilities`)."""
 
     def create_reservation(self, request: ReservationRequest) -> Reservation: ...
 

@@ -1,6 +1,6 @@
 """The slurmrestd backend: what an operator in its own pod speaks.
 
-The data_parser version (v0.0.40-v0.0.44) is read from `/openapi/v3` on
+The data_parser version (v0.0.40-v0.0.45) is read from `/openapi/v3` on
 first use and the newest one slurmkube knows is used. Requests carry a JWT in
 `X-SLURM-USER-TOKEN`: a given token, or one minted from the cluster's
 `jwt.key` as Slurm's auth/jwt expects (HS256; `exp`, `iat`, `sun` =
@@ -8,11 +8,11 @@ username; see jwt.html in the Slurm docs). Transient failures (connection
 errors, 502/503/504, which slurmrestd returns when slurmctld is down) are
 retried with backoff; nothing else is, and never a 4xx.
 
-slurmrestd in 24.11 cannot create, change or delete reservations (that REST
-API arrives in v0.0.43), nor requeue a job. `RestClient` therefore *delegates* those calls
-to the `ReservationWriter` given as `reservations` (normally a `CliClient`): it is
-composed with it, not derived from it, and reads (list/get reservation) stay
-on REST.
+Reservations are created, updated and deleted over REST from v0.0.43 on (26.05),
+jobs requeued from v0.0.45 on (`rest_bodies.abilities`). 24.11's slurmrestd
+(v0.0.40-v0.0.42) can do neither: `RestClient` then *delegates* those calls to
+the `ReservationWriter` given as `reservations` (normally a `CliClient`): it is
+composed with it, not derived from it, and reads stay on REST.
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ from tenacity import (
 
 from slurmkube.api import grammar
 from slurmkube.slurm import arguments
+from slurmkube.slurm import rest_bodies as bodies
 from slurmkube.slurm.decode import Converters
 from slurmkube.slurm.errors import (
     SlurmError,
     SlurmNotFound,
     SlurmRejected,
     SlurmUnreachable,
+    missing_or_rejected,
 )
 from slurmkube.slurm.models import (
     ControllerPing,
@@ -71,17 +73,6 @@ __all__ = ["RestClient"]
 _NODES: Final = {"nodes": node_from}
 
 log = logging.getLogger(__name__)
-
-# scontrol update State= -> slurmrestd's node state flags (update_node_msg).
-_STATE_FLAGS: Final[Mapping[NodeStateChange, tuple[str, ...]]] = {
-    NodeStateChange.POWER_DOWN_ASAP: ("POWER_DOWN", "POWER_DRAIN"),
-    NodeStateChange.POWER_DOWN_FORCE: ("POWER_DOWN", "POWERED_DOWN"),
-}
-
-
-def _csv(joined: str) -> list[str] | str:
-    # An empty list means "leave unchanged" to the data_parser; "" clears.
-    return joined.split(",") if joined else ""
 
 
 class RestClient:
@@ -285,21 +276,14 @@ class RestClient:
         self, name: str, state: NodeStateChange, reason: str | None = None
     ) -> None:
         node = grammar.hostname(name, "node")
-        state = NodeStateChange(state)
-        body: dict[str, Any] = {"state": list(_STATE_FLAGS.get(state, (state.value,)))}
-        checked = arguments.checked_reason(state, reason)
-        if checked is not None:
-            body["reason"] = checked
+        body = bodies.node_state_body(state, reason)
         self._slurm("POST", f"/node/{node}", f"set node {node} {state}", body)
 
     def set_node_features(
         self, name: str, available: Sequence[str], active: Sequence[str] | None = None
     ) -> None:
         node = grammar.hostname(name, "node")
-        listed = arguments.features(available)
-        # Same rule as the CLI (arguments.update_features_argv): active follows.
-        acting = listed if active is None else arguments.features(active, "active features")
-        body = {"features": _csv(listed), "features_act": _csv(acting)}
+        body = bodies.node_features_body(available, active)
         self._slurm("POST", f"/node/{node}", f"set features of node {node}", body)
 
     # --- jobs ---
@@ -319,9 +303,11 @@ class RestClient:
         return tuple(j for j in jobs if j.state & wanted)
 
     def requeue_job(self, job_id: int) -> None:
-        # 24.11's slurmrestd (v0.0.40-v0.0.42) has no requeue: jobs can be signalled,
-        # updated or cancelled only.
-        self._writer("requeue jobs").requeue_job(job_id)
+        if not self.abilities.requeues_jobs:
+            self._writer("requeue jobs").requeue_job(job_id)
+            return
+        job = arguments.job_id(job_id)
+        self._slurm("GET", f"/job/{job}/requeue", f"requeue job {job}")
 
     def submit_job(self, job: JobSubmission) -> int:
         """Submit a batch job (POST /job/submit, v0.0.40+); returns its id."""
@@ -347,6 +333,11 @@ class RestClient:
             f"reservation {checked} not found", operation=f"get reservation {checked}"
         )
 
+    @property
+    def abilities(self) -> bodies.RestAbilities:
+        """What this slurmrestd's data_parser writes itself (asks `/openapi/v3` once)."""
+        return bodies.abilities(self.data_parser)
+
     def _writer(self, operation: str) -> ReservationWriter:
         if self._reservations is None:
             raise SlurmError(
@@ -357,10 +348,41 @@ class RestClient:
         return self._reservations
 
     def create_reservation(self, request: ReservationRequest) -> Reservation:
-        return self._writer("create reservations").create_reservation(request)
+        body = bodies.reservation_body(request, self.data_parser)
+        if not self.abilities.writes_reservations or body is None:
+            return self._writer("create reservations").create_reservation(request)
+        name = body["name"]
+        operation = f"create reservation {name}"
+        # POST /reservation updates a reservation of that name (compared without
+        # case) instead of refusing it as scontrol create does: refuse it here.
+        if any(r.name.casefold() == name.casefold() for r in self.list_reservations()):
+            raise SlurmRejected(
+                f"reservation {name} exists: Duplicate reservation name", operation=operation
+            )
+        self._slurm("POST", "/reservation", operation, body)
+        return self.get_reservation(name)
 
     def update_reservation(self, update: ReservationUpdate) -> Reservation:
-        return self._writer("update reservations").update_reservation(update)
+        if not self.abilities.writes_reservations:
+            return self._writer("update reservations").update_reservation(update)
+        body = bodies.reservation_update_body(update)
+        name = body["name"]
+        operation = f"update reservation {name}"
+        # POST /reservation would create a reservation that does not exist.
+        if not any(r.name == name for r in self.list_reservations()):
+            raise SlurmNotFound(f"reservation {name} not found", operation=operation)
+        self._slurm("POST", "/reservation", operation, body)
+        return self.get_reservation(name)
 
     def delete_reservation(self, name: str) -> None:
-        self._writer("delete reservations").delete_reservation(name)
+        if not self.abilities.writes_reservations:
+            self._writer("delete reservations").delete_reservation(name)
+            return
+        checked = arguments.reservation_name(name)
+        operation = f"delete reservation {checked}"
+        missing_or_rejected(
+            lambda: self._slurm("DELETE", f"/reservation/{checked}", operation),
+            lambda: self.get_reservation(checked),
+            f"reservation {checked}",
+            operation,
+        )

@@ -1,0 +1,144 @@
+"""RestClient against the live slurmrestd of Slurm 26.05 (its image, under podman).
+
+The client has no scontrol to hand anything to: on 26.05 it discovers data_parser
+v0.0.45 and creates, reads, updates and deletes reservations and requeues jobs over
+REST alone. The reservation checks are the ones the integration tests run on 24.11
+with both backends (tests/slurm_contract.py). `make test-images` runs this.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from images import build as image_build
+from slurmkube.slurm import (
+    ReservationFlag,
+    ReservationRequest,
+    ReservationUpdate,
+    RestClient,
+    SlurmNotFound,
+    SlurmRejected,
+)
+from tests.slurm_contract import (
+    check_bad_reservations_are_rejected,
+    check_nodes_read_and_updated,
+    check_reservation_update_and_delete,
+)
+
+from .conftest import Podman
+from .record_rest import Recorder, offered_versions
+from .slurm_stack import SlurmStack, start_slurm_stack, wait_until
+
+NODES = ("n1", "n2", "n3")
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The 26.05 image for the current inputs (cached: a few seconds)."""
+    (built,) = image_build.cmd_build(["slurm-26.05"])
+    return built.ref
+
+
+@pytest.fixture
+def stack(image: str, podman: Podman, tmp_path: Path) -> SlurmStack:
+    return start_slurm_stack(podman, image, tmp_path, f"slurmkube-rest-{os.getpid()}", NODES)
+
+
+@pytest.fixture
+def rest(stack: SlurmStack) -> Iterator[RestClient]:
+    # No `reservations=` delegate: anything handed to scontrol would raise.
+    with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as client:
+        yield client
+
+
+def sbatch(podman: Podman, stack: SlurmStack, *args: str) -> int:
+    out = podman(
+        "exec", stack.sackd, "sbatch", "--parsable", "--output=/dev/null", *args, timeout=60
+    )
+    return int(out.strip().split(";")[0])
+
+
+def eventually(check: Callable[[], bool], what: str, podman: Podman) -> None:
+    wait_until(check, what, podman, timeout=30)
+
+
+def test_26_05_reservations_and_requeue_go_over_rest_alone(
+    rest: RestClient, stack: SlurmStack, podman: Podman
+) -> None:
+    assert rest.data_parser == "v0.0.45"
+    assert (rest.abilities.writes_reservations, rest.abilities.requeues_jobs) == (True, True)
+    assert [p.mode for p in rest.ping() if p.responding] == ["primary"]
+    nodes = {n.name: n for n in rest.list_nodes()}
+    assert set(nodes) == set(NODES)
+    assert all(n.base_state == "IDLE" for n in nodes.values())
+
+    job = sbatch(podman, stack, "-J", "busy", "-N1", "-w", "n1", "-t", "10", "--wrap", "sleep 300")
+    eventually(
+        lambda: any(j.job_id == job and j.running for j in rest.list_jobs()), "job running", podman
+    )
+    (running,) = [j for j in rest.list_jobs() if j.job_id == job]
+    assert (running.name, running.nodes, running.requeueable) == ("busy", ("n1",), True)
+
+    made = rest.create_reservation(
+        ReservationRequest(
+            name="wl-1",
+            nodes=("n1",),
+            users=("slurm",),
+            duration=timedelta(hours=1),
+            flags=frozenset({ReservationFlag.IGNORE_JOBS, ReservationFlag.NO_HOLD_JOBS_AFTER}),
+        )
+    )
+    assert (made.nodes, made.users, made.duration) == (("n1",), ("slurm",), timedelta(hours=1))
+    assert made.flags >= {"IGNORE_JOBS", "NO_HOLD_JOBS_AFTER_END"}
+    shown = podman("exec", stack.controller, "scontrol", "show", "reservation", "wl-1")
+    assert "Nodes=n1 " in shown and "Users=slurm " in shown
+    with pytest.raises(SlurmRejected, match="Duplicate"):
+        rest.create_reservation(ReservationRequest(name="wl-1", nodes=("n2",), users=("slurm",)))
+
+    moved = rest.update_reservation(
+        ReservationUpdate(name="wl-1", nodes=("n1", "n2"), users=("slurm", "root"))
+    )
+    assert (moved.nodes, moved.users) == (("n1", "n2"), ("slurm", "root"))
+    assert rest.get_reservation("wl-1") == moved
+    rest.delete_reservation("wl-1")
+    with pytest.raises(SlurmNotFound):
+        rest.get_reservation("wl-1")
+
+    rest.requeue_job(job)
+    eventually(
+        lambda: any(j.job_id == job and j.restarts == 1 for j in rest.list_jobs()),
+        "job requeued",
+        podman,
+    )
+    with pytest.raises(SlurmNotFound):
+        rest.requeue_job(999999)
+
+
+def test_26_05_keeps_the_reservation_contract(
+    rest: RestClient, stack: SlurmStack, podman: Podman
+) -> None:
+    sbatch(podman, stack, "-N1", "-w", "n3", "-t", "10", "--wrap", "sleep 300")
+    eventually(lambda: rest.get_node("n3").busy, "n3 busy", podman)
+
+    check_reservation_update_and_delete(
+        rest,
+        ("n1", "n2"),
+        "slurm",
+        lambda: podman("exec", stack.controller, "scontrol", "show", "reservation"),
+    )
+    check_bad_reservations_are_rejected(rest, "n3", ("n1", "n2"), "slurm")
+
+
+def test_every_26_05_data_parser_reads_and_updates_nodes(stack: SlurmStack) -> None:
+    served = offered_versions(Recorder(stack).send("GET", "/openapi/v3")["body"])
+    assert served == ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+    for version in served:
+        with RestClient(
+            stack.rest_url, jwt_key=stack.jwt_key, user="slurm", data_parser=version
+        ) as rest:
+            check_nodes_read_and_updated(rest, set(NODES), ("n1", ("gpu",)), "n2")
