@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmkube.api.slurm_version import image_series
 from slurmkube.render import RenderContext, plan_config, render_files
 from slurmkube_local.builders import NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
@@ -54,9 +53,9 @@ def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> 
     return directory
 
 
-def rendered(ctl_port: int, node_ports: Mapping[str, int], image: str) -> dict[str, str]:
+def rendered(ctl_port: int, node_ports: Mapping[str, int], series: str) -> dict[str, str]:
     """slurmkube's rendering for CPU nodes, with the image's paths, for the Slurm
-    release the image's tag names (26.05: topology.yaml and OpenMetrics)."""
+    release `series` (26.05: topology.yaml and OpenMetrics)."""
     context = RenderContext(
         controller_host=CONTROLLER,
         controller_addr="127.0.0.1",
@@ -71,7 +70,7 @@ def rendered(ctl_port: int, node_ports: Mapping[str, int], image: str) -> dict[s
     # In an NVLink domain: Slurm 26.05's topology/block refuses to start with
     # no block at all (24.11 only logs "No blocks configured").
     nodes = [NodeBuilder(name).gpus(0).clique(1).obj() for name in node_ports]
-    cluster = bundle(extra={"slurm": {"version": str(image_series(image) or "26.05")}})
+    cluster = bundle(extra={"slurm": {"version": series}})
     return dict(render_files(plan_config(cluster, nodes, context)).files)
 
 
@@ -103,11 +102,18 @@ class SlurmStack:
 
 
 def start_slurm_stack(
-    podman: Podman, image: str, workdir: Path, prefix: str, nodes: Sequence[str]
+    podman: Podman,
+    image: str,
+    workdir: Path,
+    prefix: str,
+    nodes: Sequence[str],
+    *,
+    series: str = "26.05",
 ) -> SlurmStack:
-    """Start the cluster and return once every node is idle and sackd has the config."""
+    """Start the cluster and return once every node is idle and sackd has the config;
+    `series`: the Slurm release the image runs (what the config is rendered for)."""
     ctl_port, rest_port, *node_ports = free_ports(2 + len(nodes))
-    files = rendered(ctl_port, dict(zip(nodes, node_ports, strict=True)), image)
+    files = rendered(ctl_port, dict(zip(nodes, node_ports, strict=True)), series)
     keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
     etc = write_files(workdir / "etc", {**files, **keys}, SLURM_UID)
     # slurmd and sackd pods get only the key (configless); slurmrestd no key at all.

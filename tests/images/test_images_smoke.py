@@ -66,7 +66,9 @@ def test_slurm_image_runs_a_job_and_stops_on_sigterm(
     name: str, images: dict[str, str], podman: Podman, tmp_path: Path
 ) -> None:
     prefix = f"slurmkube-smoke-{os.getpid()}-{SLURM_IMAGES[name]}"
-    stack = start_slurm_stack(podman, images[name], tmp_path, prefix, [NODE])
+    stack = start_slurm_stack(
+        podman, images[name], tmp_path, prefix, [NODE], series=SLURM_IMAGES[name]
+    )
     ctl, sackd = stack.controller, stack.sackd
     # slurmctld runs as SlurmUser from the image's USER, not as root.
     top = podman("top", ctl, "huser", "comm").splitlines()[1:]
@@ -105,7 +107,7 @@ def test_operator_image_runs_its_cli_and_scontrol(
     )
     # scontrol reads a slurm.conf even for --version; the operator's pod has one.
     ctl_port, node_port = free_ports(2)
-    etc = write_files(tmp_path / "etc", rendered(ctl_port, {NODE: node_port}, "slurm:24.11"), 65532)
+    etc = write_files(tmp_path / "etc", rendered(ctl_port, {NODE: node_port}, "24.11"), 65532)
     version = podman(
         "run",
         "--rm",
