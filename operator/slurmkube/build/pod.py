@@ -42,11 +42,16 @@ def slurm_etc(
 
 
 def daemon_container(
-    cluster: SlurmCluster, name: str, args: Sequence[str], ports: Sequence[tuple[str, int]]
+    cluster: SlurmCluster,
+    name: str,
+    args: Sequence[str],
+    ports: Sequence[tuple[str, int]],
+    image: str | None = None,
 ) -> Manifest:
+    """`image`: the one a Slurm upgrade's step allows (plan/upgrade.py); spec.image by default."""
     return {
         "name": name,
-        "image": cluster.spec.image,
+        "image": image or cluster.spec.image,
         "args": list(args),
         "ports": [{"name": p, "containerPort": n, "protocol": "TCP"} for p, n in ports],
         "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],

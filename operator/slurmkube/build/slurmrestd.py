@@ -14,13 +14,15 @@ from slurmkube.build.pod import (
 )
 
 
-def restapi_deployment(cluster: SlurmCluster) -> Manifest:
+def restapi_deployment(cluster: SlurmCluster, image: str | None = None) -> Manifest:
     names = names_of(cluster)
     # Only the openapi plugins whose daemons exist: the default set needs slurmdbd
     # and slurmrestd exits without it. JWT only: pods share no UNIX socket.
     plugins = "openapi/slurmctld" + (",openapi/slurmdbd" if cluster.spec.accounting.enabled else "")
     args = ["slurmrestd", "-a", "rest_auth/jwt", "-s", plugins, f"0.0.0.0:{wk.SLURMRESTD_PORT}"]
-    container = daemon_container(cluster, "slurmrestd", args, [("slurmrestd", wk.SLURMRESTD_PORT)])
+    container = daemon_container(
+        cluster, "slurmrestd", args, [("slurmrestd", wk.SLURMRESTD_PORT)], image
+    )
     # slurmrestd refuses to run as root or as SlurmUser: its own user (402).
     container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}
     # auth/jwt as its primary plugin, so each client's token is what slurmctld sees.

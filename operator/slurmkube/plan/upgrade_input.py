@@ -1,0 +1,42 @@
+"""The upgrade planner's input, from a reconcile's observation (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from slurmkube.plan.autoscale import Scaling
+from slurmkube.plan.model import Observed
+from slurmkube.plan.upgrade import UpgradeInput
+from slurmkube.plan.upgrade_slurmd import NodeSetNodes
+from slurmkube.topology.model import FleetTopology
+
+
+def upgrade_input(
+    observed: Observed,
+    pod_nodes: Mapping[str, Sequence[str]],
+    topology: FleetTopology,
+    scaling: Mapping[str, Scaling],
+) -> UpgradeInput:
+    """`pod_nodes`: per NodeSet, the nodes that should run slurmd; `topology`: the
+    config's (its blocks are the NVLink domains a slurmd upgrade keeps whole)."""
+    cluster = observed.bundle.cluster
+    return UpgradeInput(
+        subject=f"SlurmCluster {cluster.metadata.name} spec.image",
+        to=cluster.spec.image,
+        components=observed.components,
+        pods=observed.pods,
+        slurm_nodes=observed.slurm_nodes,
+        node_sets=tuple(
+            NodeSetNodes(
+                ns.metadata.name,
+                tuple(pod_nodes[ns.metadata.name]),
+                ns.spec.update_strategy,
+                autoscaled=ns.metadata.name in scaling,
+            )
+            for ns in observed.bundle.node_sets
+        ),
+        blocks={n: b.name for b in topology.blocks for n in b.nodes},
+        memory=observed.upgrade_memory,
+        reservations=observed.reservations,
+        now=observed.now,
+    )

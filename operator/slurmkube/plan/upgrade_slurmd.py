@@ -1,0 +1,183 @@
+"""The slurmd step of a Slurm upgrade: which nodes' pods get the new image, and
+which nodes are drained for it (pure).
+
+A unit is an NVLink block of one NodeSet (topology plan; a node in no block
+is a unit of its own). A unit is upgraded whole, so no block ever runs jobs
+half old, half new:
+
+- its nodes are drained (our prefix) and held drained;
+- once every node still on the old image is drained and idle, the whole unit
+  gets the new image; plan/rollout.py then replaces each outdated pod whose
+  node Slurm shows drained with no job (never a busy one);
+- its nodes stay held until every one runs a Ready pod of the new image, then
+  the usual undrain resumes them.
+
+Units start while the NodeSet's `maxUnavailable` allows (one unit at a time
+when a unit is larger), idle ones first, and with `updateStrategy.window` only
+while the window is open; a unit not yet switched when the window closes is
+released. OnDelete NodeSets get the new image for every pod (replaced as
+someone deletes them); autoscaled ones give it to pods made from then on, so
+their old pods go as Slurm powers their nodes down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from slurmkube.api.models import UpdateStrategy
+from slurmkube.plan.model import PodView, SlurmNodeView
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSetNodes:
+    """A NodeSet as the slurmd step sees it: the nodes that should run slurmd."""
+
+    name: str
+    nodes: tuple[str, ...]
+    strategy: UpdateStrategy = field(default_factory=UpdateStrategy)
+    autoscaled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmdStep:
+    images: Mapping[str, str]  # node -> image, where not the new one
+    drain: tuple[str, ...] = ()
+    holding: frozenset[str] = frozenset()
+    done: int = 0
+    total: int = 0
+    # Nodes whose job the step waits for, and new pods not Ready yet.
+    busy: tuple[str, ...] = ()
+    not_ready: tuple[str, ...] = ()
+    # NodeSets whose window is closed while they still have old pods.
+    outside_window: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    nodes: tuple[str, ...]
+    old: tuple[str, ...]  # nodes whose live pod runs another image than the new one
+    old_image: str
+
+
+def plan_slurmd_step(
+    to: str,
+    node_sets: Sequence[NodeSetNodes],
+    pods: Sequence[PodView],
+    *,
+    slurm_nodes: Mapping[str, SlurmNodeView] | None,
+    blocks: Mapping[str, str],
+    now: float,
+    stalled: bool = False,
+) -> SlurmdStep:
+    """`stalled`: a step past its deadline; no further unit starts."""
+    live = {p.node: p for p in pods if not p.deleting}
+    images: dict[str, str] = {}
+    drain: list[str] = []
+    holding: set[str] = set()
+    busy: list[str] = []
+    not_ready: list[str] = []
+    outside: list[str] = []
+    for ns in node_sets:
+        units = _units(ns, live, blocks, to)
+        settling = [u for u in units if not u.old and not _settled(u, live, to)]
+        for unit in settling:
+            holding.update(unit.nodes)
+            not_ready += [n for n in unit.nodes if not _runs(live.get(n), to)]
+        waiting = [u for u in units if u.old]
+        if ns.autoscaled or slurm_nodes is None:
+            # Power saving replaces these pods; without Slurm nothing moves.
+            images |= _keep(waiting, live)
+            continue
+        if ns.strategy.type == "OnDelete":
+            continue
+        window = ns.strategy.window
+        if window is not None and not (window.start.timestamp() <= now < window.end.timestamp()):
+            images |= _keep(waiting, live)
+            outside.append(ns.name)
+            continue
+        in_flight = [u for u in waiting if any(_ours(slurm_nodes.get(n)) for n in u.old)]
+        used = sum(len(u.nodes) for u in (*settling, *in_flight))
+        idle_first = sorted(
+            (u for u in waiting if u not in in_flight),
+            key=lambda u: (sum(_busy(slurm_nodes.get(n)) for n in u.old), u.nodes),
+        )
+        for unit in idle_first:
+            if stalled or (used and used + len(unit.nodes) > ns.strategy.max_unavailable):
+                break
+            in_flight.append(unit)
+            used += len(unit.nodes)
+        for unit in waiting:
+            if unit not in in_flight:
+                images |= _keep([unit], live)
+                continue
+            holding.update(unit.nodes)
+            if all(_replaceable(slurm_nodes.get(n)) for n in unit.old):
+                continue  # switched: the rollout replaces its pods
+            images |= _keep([unit], live)
+            drain += [n for n in unit.nodes if _undrained(slurm_nodes.get(n))]
+            busy += [n for n in unit.old if _busy(slurm_nodes.get(n))]
+    every = [n for ns in node_sets for n in ns.nodes]
+    return SlurmdStep(
+        images=images,
+        drain=tuple(drain),
+        holding=frozenset(holding),
+        done=sum(_runs(live.get(n), to) for n in every),
+        total=len(every),
+        busy=tuple(busy),
+        not_ready=tuple(sorted(not_ready)),
+        outside_window=tuple(outside),
+    )
+
+
+def _units(
+    ns: NodeSetNodes, live: Mapping[str, PodView], blocks: Mapping[str, str], to: str
+) -> list[_Unit]:
+    grouped: dict[str, list[str]] = {}
+    for node in ns.nodes:
+        grouped.setdefault(blocks.get(node, f"node:{node}"), []).append(node)
+    units = []
+    for _, nodes in sorted(grouped.items()):
+        old = tuple(n for n in nodes if n in live and _old(live[n], to))
+        units.append(_Unit(tuple(nodes), old, live[old[0]].image if old else to))
+    return units
+
+
+def _keep(units: Sequence[_Unit], live: Mapping[str, PodView]) -> dict[str, str]:
+    """Each node keeps the image its pod runs; a node without one takes its unit's
+    old image, so a unit never mixes images before it is switched whole."""
+    return {
+        n: (live[n].image if n in live and live[n].image else u.old_image)
+        for u in units
+        for n in u.nodes
+    }
+
+
+def _old(pod: PodView, to: str) -> bool:
+    return bool(pod.image) and pod.image != to
+
+
+def _runs(pod: PodView | None, to: str) -> bool:
+    return pod is not None and pod.ready and not _old(pod, to)
+
+
+def _settled(unit: _Unit, live: Mapping[str, PodView], to: str) -> bool:
+    return all(_runs(live.get(n), to) for n in unit.nodes)
+
+
+def _ours(view: SlurmNodeView | None) -> bool:
+    return view is not None and view.drained_by_us
+
+
+def _busy(view: SlurmNodeView | None) -> bool:
+    return view is not None and view.busy
+
+
+def _undrained(view: SlurmNodeView | None) -> bool:
+    return view is not None and not view.drain
+
+
+def _replaceable(view: SlurmNodeView | None) -> bool:
+    """What plan/rollout.py replaces at once: a node Slurm does not know, or one
+    drained by us (or not answering) with no job."""
+    return view is None or (not view.busy and (view.drained_by_us or not view.responding))
