@@ -26,6 +26,7 @@ from slurmkube.plan.status import (
     node_counts,
     node_problems_status,
     pod_condition_updates,
+    upgrade_status,
 )
 
 HEALTH_CONDITIONS = frozenset({CIRCUIT_CONDITION})
@@ -51,6 +52,7 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         "nodes": node_counts(slurm_nodes, all_members, every_member),
         "gpus": gpu_counts(slurm_nodes, all_members),
         "nodeProblems": node_problems_status(plan),
+        "upgrade": upgrade_status(plan.upgrade),
     }
     pending = record_pending(snap)
     if pending is not None:

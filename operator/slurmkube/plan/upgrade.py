@@ -25,6 +25,7 @@ the slurmd pods'), not from memory:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -296,11 +297,11 @@ def _reservations(
         keep.add(name)
         nodes = tuple(sorted(ns.nodes))
         seen = inp.reservations.get(name)
-        if seen is not None and seen.nodes == nodes and seen.end == end:
+        # Slurm keeps minutes: an end within one of the window's is the window's.
+        if seen is not None and seen.nodes == nodes and abs(seen.end - end) <= 60:
             continue
-        wanted.append(
-            MaintenanceReservation(
-                name, nodes, start if start > inp.now else None, end, seen is not None
-            )
-        )
+        begins = start if start > inp.now else None
+        since = begins if begins is not None else (seen.start if seen else inp.now)
+        minutes = max(1, math.ceil((end - since) / 60))
+        wanted.append(MaintenanceReservation(name, nodes, begins, minutes, seen is not None))
     return tuple(wanted), tuple(sorted(set(inp.reservations) - keep))

@@ -57,13 +57,13 @@ class ReservationView:
 
 @dataclass(frozen=True, slots=True)
 class MaintenanceReservation:
-    """A Flags=MAINT reservation to create, or to update when `exists`.
-    `start` None: it starts now (the window is open)."""
+    """A Flags=MAINT reservation to create, or to update when `exists`, lasting
+    `minutes` from `start` (epoch seconds; None: now, or as it started)."""
 
     name: str
     nodes: tuple[str, ...]
     start: float | None
-    end: float
+    minutes: int
     exists: bool = False
 
 
