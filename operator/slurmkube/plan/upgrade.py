@@ -94,7 +94,12 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
         return UpgradePlan(
             keep, status=status, condition=Condition(CONDITION, False, "Refused", refusal)
         )
-    phase, components = _control_phase(inp, from_image)
+    # slurmctld proves it came up with its state by answering; once the upgrade
+    # went past it, a slurmrestd hiccup is no reason to go back a step.
+    past = memory is not None and memory.phase in ("Clients", SLURMD_PHASE)
+    phase, components = _control_phase(
+        inp, from_image, answered=past or inp.slurm_nodes is not None
+    )
     since = _since(memory, phase, inp.now, done=None)
     stalled = inp.now - since > STEP_DEADLINE_SECONDS
     if phase != SLURMD_PHASE:
@@ -184,7 +189,7 @@ def _refusal(inp: UpgradeInput, running: Sequence[str]) -> str | None:
     return None
 
 
-def _control_phase(inp: UpgradeInput, old: str) -> tuple[str, dict[str, str]]:
+def _control_phase(inp: UpgradeInput, old: str, *, answered: bool) -> tuple[str, dict[str, str]]:
     """The first step not done, and the image of each control-plane object: the new
     one up to that step, after it the one it runs (`old` for one not made yet)."""
     images: dict[str, str] = {}
@@ -195,7 +200,7 @@ def _control_phase(inp: UpgradeInput, old: str) -> tuple[str, dict[str, str]]:
                 images[name] = inp.to
             present = [inp.components[n] for n in names if n in inp.components]
             waiting = any(c.image != inp.to or not c.rolled_out for c in present)
-            if waiting or (phase == "Slurmctld" and inp.slurm_nodes is None):
+            if waiting or (phase == "Slurmctld" and not answered):
                 current = phase
             continue
         for name in names:
