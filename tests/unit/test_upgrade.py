@@ -26,7 +26,6 @@ from tests.unit.upgrade_builders import (
     reservation,
     slurm,
     upgrade_input,
-    upgraded_control,
     window,
 )
 

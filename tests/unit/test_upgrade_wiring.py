@@ -1,0 +1,126 @@
+"""The upgrade planner wired into the cluster plan and the controller's reads:
+each object is built with the image its step allows, and nothing changes when
+spec.image does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmkube.api.documents import ClusterBundle
+from slurmkube.controllers.observe import pod_view
+from slurmkube.controllers.upgrade_observe import component_view, upgrade_memory
+from slurmkube.plan.cluster import plan_cluster
+from slurmkube.plan.model import Observed, Plan
+from slurmkube.plan.status import upgrade_status
+from slurmkube.plan.upgrade_model import ComponentView, UpgradeStatus
+from slurmkube.render.slurmdbd import DatabaseCredentials
+from slurmkube.topology.fleet import fleet_node
+from slurmkube_local.builders import bundle, nvl_fleet
+from tests.unit.upgrade_builders import NEW, NOW, OLD, control
+
+FLEET = [fleet_node(n) for n in nvl_fleet(2, 2)]
+DATABASE = {"host": "mariadb", "secretName": "db"}
+
+
+def cluster(image: str = NEW, accounting: bool = False) -> ClusterBundle:
+    extra: dict[str, Any] = {"image": image}
+    if accounting:
+        extra["accounting"] = {"enabled": True, "database": DATABASE}
+    return bundle(block_size=2, extra=extra)
+
+
+def plan(components: dict[str, ComponentView], accounting: bool = False) -> Plan:
+    return plan_cluster(
+        Observed(
+            bundle=cluster(accounting=accounting),
+            fleet=FLEET,
+            pods=(),
+            slurm_nodes=None,
+            database=DatabaseCredentials("slurm", "pw") if accounting else None,
+            components=components,
+            now=NOW,
+        )
+    )
+
+
+def images_of(p: Plan, kind: str, suffix: str) -> set[str]:
+    (obj,) = (o for o in p.objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix))
+    pod = obj["spec"]["template"]["spec"]
+    return {c["image"] for c in (*pod.get("initContainers", ()), *pod["containers"])}
+
+
+def test_the_controller_and_its_reloader_go_first_without_accounting() -> None:
+    p = plan(control(accounting=False))
+    assert images_of(p, "StatefulSet", "slurmctld") == {NEW}
+    assert images_of(p, "Deployment", "slurmrestd") == {OLD}
+    assert images_of(p, "Deployment", "login") == {OLD}
+    assert {c["spec"]["containers"][0]["image"] for c in p.create_pods} == {OLD}
+    assert p.upgrade is not None and p.upgrade.phase == "Slurmctld"
+    assert any(c.type == "SlurmUpgrade" for c in p.conditions)
+
+
+def test_slurmdbd_and_its_init_container_go_before_the_controller() -> None:
+    p = plan(control(), accounting=True)
+    assert images_of(p, "Deployment", "slurmdbd") == {NEW}
+    assert images_of(p, "StatefulSet", "slurmctld") == {OLD}
+
+
+def test_without_an_image_change_the_plan_is_what_it_was() -> None:
+    seen = plan(control(NEW), accounting=True)
+    unseen = plan({}, accounting=True)
+    assert seen.objects == unseen.objects and seen.create_pods == unseen.create_pods
+    assert seen.upgrade is None and unseen.upgrade is None
+
+
+def test_rollout_status_of_deployments_and_statefulsets() -> None:
+    template = {"template": {"spec": {"containers": [{"name": "slurmctld", "image": NEW}]}}}
+    done = {
+        "kind": "StatefulSet",
+        "metadata": {"generation": 3},
+        "spec": {"replicas": 1, **template},
+        "status": {
+            "observedGeneration": 3,
+            "replicas": 1,
+            "updatedReplicas": 1,
+            "readyReplicas": 1,
+            "currentRevision": "b",
+            "updateRevision": "b",
+        },
+    }
+    assert component_view(done, "slurmctld") == ComponentView(NEW, True)
+    for status in (
+        {"observedGeneration": 2},
+        {"currentRevision": "a"},
+        {"readyReplicas": 0},
+        {"replicas": 2},
+    ):
+        pending = done | {"status": done["status"] | status}
+        assert component_view(pending, "slurmctld") == ComponentView(NEW, False)
+    login = {"kind": "Deployment", "metadata": {"generation": 1}, "spec": {"replicas": 0}}
+    login["status"] = {"observedGeneration": 1}
+    assert component_view(login, "sackd") == ComponentView("", True)
+
+
+def test_the_status_written_is_the_memory_read_back() -> None:
+    status = UpgradeStatus(OLD, NEW, "Slurmd", 2, 4, "2/4", NOW)
+    written = upgrade_status(status)
+    assert written is not None and written["since"] == "2026-12-04T12:00:00Z"
+    memory = upgrade_memory({"status": {"upgrade": written}})
+    assert memory is not None
+    assert (memory.from_image, memory.to_image, memory.phase, memory.nodes_done) == (
+        OLD,
+        NEW,
+        "Slurmd",
+        2,
+    )
+    assert memory.since == NOW
+    assert upgrade_memory({"status": {}}) is None
+    assert upgrade_status(None) is None
+
+
+def test_a_slurmd_pods_image_is_read_from_its_slurmd_container() -> None:
+    pod = {
+        "metadata": {"name": "gpu-n1", "labels": {}},
+        "spec": {"containers": [{"name": "slurmd", "image": OLD}]},
+    }
+    assert pod_view(pod).image == OLD
