@@ -3,6 +3,7 @@ windows, refusals and failed steps (plan/upgrade.py, plan/upgrade_slurmd.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from slurmkube.plan.upgrade import (
     plan_upgrade,
     reservation_name,
 )
-from slurmkube.plan.upgrade_model import LOGIN, SLURMCTLD, SLURMDBD, SLURMRESTD
+from slurmkube.plan.upgrade_model import LOGIN, SLURMCTLD, SLURMDBD, SLURMRESTD, UpgradeMemory
 from tests.unit.upgrade_builders import (
     NEW,
     NODES,
@@ -387,3 +388,22 @@ def test_a_changed_window_updates_the_reservation() -> None:
 def test_long_node_set_names_make_valid_reservation_names() -> None:
     name = reservation_name("x" * 200)
     assert len(name) <= 63 and name.startswith("slurmkube-upgrade-")
+
+
+def test_status_stays_the_same_while_nothing_changes() -> None:
+    """A status that changed each reconcile would be an event, hence another reconcile."""
+    cases = [
+        upgrade_input(to=OLD, components=control(NEW), pods=pods(dict.fromkeys(NODES, NEW))),
+        upgrade_input(components=control()),
+        upgrade_input(slurm_nodes=slurm(drained=NODES, busy=NODES)),
+    ]
+    for case in cases:
+        first = plan_upgrade(case)
+        assert first.status is not None
+        s = first.status
+        later = replace(
+            case,
+            now=NOW + 60,
+            memory=UpgradeMemory(s.from_image, s.to_image, s.phase, s.nodes_done, s.since),
+        )
+        assert plan_upgrade(later).status == first.status

@@ -90,7 +90,8 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
     if refusal is not None:
         control = {n: c.image for n, c in inp.components.items() if c.image}
         keep = Images(control, _pod_images(inp, from_image), from_image)
-        status = UpgradeStatus(from_image, to, REFUSED, 0, 0, refusal, inp.now)
+        since = _since(memory, REFUSED, inp.now, done=None)
+        status = UpgradeStatus(from_image, to, REFUSED, 0, 0, refusal, since)
         return UpgradePlan(
             keep, status=status, condition=Condition(CONDITION, False, "Refused", refusal)
         )
