@@ -4,16 +4,20 @@ spec.image does not."""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import Any, cast
 
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.controllers.observe import pod_view
+from slurmkube.controllers.upgrade_apply import apply_maintenance
 from slurmkube.controllers.upgrade_observe import component_view, upgrade_memory
 from slurmkube.plan.cluster import plan_cluster
 from slurmkube.plan.model import Observed, Plan
 from slurmkube.plan.status import upgrade_status
-from slurmkube.plan.upgrade_model import ComponentView, UpgradeStatus
+from slurmkube.plan.upgrade_model import ComponentView, MaintenanceReservation, UpgradeStatus
 from slurmkube.render.slurmdbd import DatabaseCredentials
+from slurmkube.slurm.errors import SlurmNotFound
+from slurmkube.slurm.models import ReservationFlag, ReservationRequest, ReservationUpdate
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import bundle, nvl_fleet
 from tests.unit.upgrade_builders import NEW, NOW, OLD, control
@@ -124,3 +128,45 @@ def test_a_slurmd_pods_image_is_read_from_its_slurmd_container() -> None:
         "spec": {"containers": [{"name": "slurmd", "image": OLD}]},
     }
     assert pod_view(pod).image == OLD
+
+
+class FakeSlurm:
+    """Records reservation writes as scontrol would receive them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def create_reservation(self, request: ReservationRequest) -> None:
+        self.calls.append(("create", request))
+
+    def update_reservation(self, update: ReservationUpdate) -> None:
+        self.calls.append(("update", update))
+
+    def delete_reservation(self, name: str) -> None:
+        self.calls.append(("delete", name))
+        raise SlurmNotFound("gone", operation="delete")
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def event(self, obj: object, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append(reason)
+
+
+def test_maintenance_reservations_are_made_updated_and_released() -> None:
+    made = MaintenanceReservation("slurmkube-upgrade-gpu", ("n1", "n2"), NOW + 600, 60)
+    moved = MaintenanceReservation("slurmkube-upgrade-cpu", ("n3",), None, 30, exists=True)
+    p = Plan(rendered=None, maintenance=(made, moved), maintenance_release=("slurmkube-upgrade-x",))
+    slurm, kube = FakeSlurm(), FakeKube()
+    apply_maintenance(cast(Any, kube), {}, cast(Any, slurm), p, "slurm")
+    (_, create), (_, update), (_, delete) = slurm.calls
+    assert isinstance(create, ReservationRequest) and isinstance(update, ReservationUpdate)
+    assert create.flags == {ReservationFlag.MAINT, ReservationFlag.IGNORE_JOBS}
+    assert create.users == ("slurm",) and create.nodes == ("n1", "n2")
+    assert create.start == dt.datetime(2026, 12, 4, 12, 10, tzinfo=dt.UTC)
+    assert create.duration == dt.timedelta(minutes=60)
+    assert update.start is None and update.duration == dt.timedelta(minutes=30)
+    assert delete == "slurmkube-upgrade-x"
+    assert kube.events == ["MaintenanceReserved", "MaintenanceReserved"]
