@@ -221,8 +221,9 @@ def test_a_tag_without_a_version_upgrades_in_order_unchecked() -> None:
             {"n1", "n2"},
             {"n3", "n4"},
         ),
-        # b1 settling (n2's new pod not made yet): held, and the budget is used.
-        ({"pods": pods({"n1": NEW}, missing=["n2"])}, (), {"n1", "n2"}, {"n1", "n2"}),
+        # b1 settling (n2's new pod not made yet): n2 held, and the budget is used;
+        # n1 resumes, its block has no old pod left.
+        ({"pods": pods({"n1": NEW}, missing=["n2"])}, (), {"n1", "n2"}, {"n2"}),
         # An admin's drain is kept as it is; the block waits on our drain of n2 only.
         ({"slurm_nodes": slurm(admin=["n1"])}, ("n2",), set(), {"n1", "n2"}),
     ],
@@ -276,7 +277,14 @@ def test_new_pods_not_ready_past_the_deadline_stop_the_slurmd_step() -> None:
     assert plan.condition is not None and not plan.condition.status
     assert plan.condition.reason == "SlurmdNotReady" and "n2" in plan.condition.message
     assert plan.drain == ()  # b2 does not start meanwhile
-    assert plan.holding == {"n1", "n2"}
+    assert plan.holding == {"n2"}
+
+
+def test_the_last_new_pod_not_ready_keeps_the_upgrade_open() -> None:
+    last = pods(dict.fromkeys(NODES, NEW), missing=["n4"])
+    plan = plan_upgrade(upgrade_input(pods=last, memory=memory("Slurmd", done=2)))
+    assert plan.status is not None and plan.status.phase == "Slurmd"
+    assert plan.holding == {"n4"} and plan.status.nodes_done == 3
 
 
 def test_the_last_pod_ready_completes_the_upgrade() -> None:
@@ -358,7 +366,7 @@ def test_a_switched_block_finishes_after_the_window_closes() -> None:
             reservations={},
         )
     )
-    assert plan.holding == {"n1", "n2"} and nodes_on(plan, NEW) == {"n1", "n2"}
+    assert plan.holding == {"n2"} and nodes_on(plan, NEW) == {"n1", "n2"}
 
 
 def test_reservations_go_once_their_node_set_is_upgraded() -> None:

@@ -6,7 +6,7 @@ while it is half old, half new. Run to the end, every pod is upgraded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,6 +70,8 @@ class World:
 
     accounting: bool
     max_unavailable: int
+    # Start with the control plane upgraded already (the slurmd step under way).
+    control_done: bool = False
     components: dict[str, Component] = field(default_factory=dict)
     pods: dict[str, PodView] = field(default_factory=dict)
     slurm: dict[str, SlurmNodeView] = field(default_factory=dict)
@@ -83,6 +85,8 @@ class World:
         first = plan_cluster(self._observed(OLD))
         for manifest in first.create_pods:
             self._create(manifest, ready=True)
+        if self.control_done:
+            self.components = {n: Component(NEW, NEW) for n in names}
 
     def _observed(self, image: str) -> Observed:
         return Observed(
@@ -127,9 +131,10 @@ class World:
                 node, busy=self.slurm[node].busy, drain=True, reason=reason
             )
         for name in plan.delete_pods:
-            node = self.pods[name].node
-            assert not self.slurm[node].busy, f"the pod of {node} went while a job ran there"
-            del self.pods[name]
+            pod = self.pods[name]
+            assert not self.slurm[pod.node].busy, f"the pod of {pod.node} went while a job ran"
+            # Terminating until `gone`: its slurmd may still be up meanwhile.
+            self.pods[name] = replace(pod, deleting=True, ready=False)
         for manifest in plan.create_pods:
             self._create(manifest, ready=False)
         for node in undrain_candidates(plan.desired, self.slurm):
@@ -146,20 +151,20 @@ class World:
             self.components[component].running = self.components[component].template
 
     def pod_ready(self, node: str) -> None:
+        """`node` "all": every pod."""
         for name, pod in self.pods.items():
-            if pod.node == node:
-                self.pods[name] = PodView(
-                    pod.name,
-                    pod.node,
-                    pod.node_set,
-                    ready=True,
-                    template_hash=pod.template_hash,
-                    image=pod.image,
-                )
+            if node in (pod.node, "all") and not pod.deleting:
+                self.pods[name] = replace(pod, ready=True)
+
+    def pod_gone(self, node: str) -> None:
+        """A terminating pod of `node` (or "all") is gone."""
+        for name, pod in list(self.pods.items()):
+            if node in (pod.node, "all") and pod.deleting:
+                del self.pods[name]
 
     def job(self, node: str, running: bool) -> None:
         view = self.slurm[node]
-        has_pod = any(p.node == node and p.ready for p in self.pods.values())
+        has_pod = any(p.node == node and p.ready and not p.deleting for p in self.pods.values())
         if running and (view.drain or not has_pod):
             return  # Slurm starts nothing on a drained node or one without slurmd
         self.slurm[node] = SlurmNodeView(node, busy=running, drain=view.drain, reason=view.reason)
@@ -171,6 +176,7 @@ class World:
         for pod in self.pods.values():
             assert version(pod.image) <= ctld, f"slurmd {pod.node} newer than slurmctld"
         for block in ({"gpu-0001", "gpu-0002"}, {"gpu-0003", "gpu-0004"}, {"gpu-0005", "gpu-0006"}):
+            # Terminating pods count: their slurmd may still serve the node.
             images = {p.image for p in self.pods.values() if p.node in block}
             if len(images) > 1:
                 for node in block:
@@ -180,29 +186,37 @@ class World:
 
 EVENTS = st.one_of(
     st.just(("reconcile", "")),
+    st.just(("roll_out_all", "")),
+    st.tuples(st.sampled_from(["ready", "gone"]), st.just("all")),
     st.tuples(st.just("roll_out"), st.sampled_from([SLURMDBD, SLURMCTLD, SLURMRESTD, LOGIN])),
-    st.tuples(st.sampled_from(["ready", "start", "end"]), st.sampled_from(NODES)),
+    st.tuples(st.sampled_from(["ready", "gone", "start", "end"]), st.sampled_from(NODES)),
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     accounting=st.booleans(),
     max_unavailable=st.integers(1, 4),
-    events=st.lists(EVENTS, max_size=60),
+    control_done=st.booleans(),
+    events=st.lists(EVENTS, min_size=10, max_size=80),
 )
 def test_any_sequence_keeps_slurms_order_jobs_and_whole_blocks(
-    accounting: bool, max_unavailable: int, events: list[tuple[str, str]]
+    accounting: bool, max_unavailable: int, control_done: bool, events: list[tuple[str, str]]
 ) -> None:
-    world = World(accounting, max_unavailable)
+    world = World(accounting, max_unavailable, control_done)
     world.check()
     for kind, arg in events:
         if kind == "reconcile":
             world.reconcile()
         elif kind == "roll_out":
             world.roll_out(arg)
+        elif kind == "roll_out_all":
+            for component in world.components:
+                world.roll_out(component)
         elif kind == "ready":
             world.pod_ready(arg)
+        elif kind == "gone":
+            world.pod_gone(arg)
         else:
             world.job(arg, running=kind == "start")
         world.check()
@@ -219,8 +233,8 @@ def test_an_upgrade_runs_to_the_end_around_a_job() -> None:
         world.check()
         for component in world.components:
             world.roll_out(component)
-        for node in NODES:
-            world.pod_ready(node)
+        world.pod_gone("all")
+        world.pod_ready("all")
         if step == 20:
             world.job("gpu-0003", running=False)
         if plan.upgrade.phase == "Complete":

@@ -83,7 +83,8 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
     to = inp.to
     running = _running(inp)
     memory = inp.memory if inp.memory is not None and inp.memory.to_image == to else None
-    if all(image == to for image in running):
+    everything_new = all(image == to for image in running)
+    if everything_new and (memory is None or memory.phase in (COMPLETE, REFUSED)):
         return _settled(inp, memory)
     from_image = memory.from_image if memory is not None else _first_old(inp, running)
     refusal = _refusal(inp, running)
@@ -118,6 +119,8 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
     stalled = inp.now - since > STEP_DEADLINE_SECONDS and bool(step.not_ready)
     if stalled:
         step = _slurmd_step(inp, stalled=True)
+    if everything_new and step.done == step.total:
+        return _settled(inp, memory)
     wanted, release = _reservations(inp, running_old=False)
     message, reason = _slurmd_message(step, stalled)
     status = UpgradeStatus(from_image, to, SLURMD_PHASE, step.done, step.total, message, since)
@@ -152,7 +155,8 @@ def _running(inp: UpgradeInput) -> list[str]:
 
 
 def _settled(inp: UpgradeInput, memory: UpgradeMemory | None) -> UpgradePlan:
-    """Nothing runs another image: the last upgrade to it stays reported, Complete."""
+    """Nothing runs another image (and the slurmd pods an upgrade made are Ready):
+    the last upgrade to it stays reported, Complete."""
     images = Images({}, {}, inp.to)
     release = tuple(sorted(inp.reservations or {}))
     if memory is None:

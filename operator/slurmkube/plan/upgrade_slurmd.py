@@ -9,8 +9,8 @@ half old, half new:
 - once every node still on the old image is drained and idle, the whole unit
   gets the new image; plan/rollout.py then replaces each outdated pod whose
   node Slurm shows drained with no job (never a busy one);
-- its nodes stay held until every one runs a Ready pod of the new image, then
-  the usual undrain resumes them.
+- a node stays held until it runs a Ready pod of the new image, then the usual
+  undrain resumes it (no old pod is left in its unit by then).
 
 Units start while the NodeSet's `maxUnavailable` allows (one unit at a time
 when a unit is larger), idle ones first, and with `updateStrategy.window` only
@@ -72,6 +72,8 @@ def plan_slurmd_step(
 ) -> SlurmdStep:
     """`stalled`: a step past its deadline; no further unit starts."""
     live = {p.node: p for p in pods if not p.deleting}
+    # Old pods still terminating: their slurmd may be up until they are gone.
+    leaving = {p.node for p in pods if p.deleting and _old(p, to)}
     images: dict[str, str] = {}
     drain: list[str] = []
     holding: set[str] = set()
@@ -82,8 +84,10 @@ def plan_slurmd_step(
         units = _units(ns, live, blocks, to)
         settling = [u for u in units if not u.old and not _settled(u, live, to)]
         for unit in settling:
-            holding.update(unit.nodes)
-            not_ready += [n for n in unit.nodes if not _runs(live.get(n), to)]
+            # Once no old pod is left, a node resumes as soon as its new pod is Ready.
+            coming = [n for n in unit.nodes if not _runs(live.get(n), to)]
+            holding.update(unit.nodes if leaving.intersection(unit.nodes) else coming)
+            not_ready += coming
         waiting = [u for u in units if u.old]
         if ns.autoscaled or slurm_nodes is None:
             # Power saving replaces these pods; without Slurm nothing moves.
