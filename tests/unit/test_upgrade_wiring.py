@@ -170,3 +170,19 @@ def test_maintenance_reservations_are_made_updated_and_released() -> None:
     assert update.start is None and update.duration == dt.timedelta(minutes=30)
     assert delete == "slurmkube-upgrade-x"
     assert kube.events == ["MaintenanceReserved", "MaintenanceReserved"]
+
+
+def test_objects_the_plan_no_longer_builds_do_not_hold_the_upgrade() -> None:
+    """A slurmrestd scaled to nothing, or slurmdbd left from accounting, is never applied."""
+    b = bundle(block_size=2, extra={"image": NEW, "restApi": {"replicas": 0}})
+    p = plan_cluster(
+        Observed(
+            bundle=b,
+            fleet=FLEET,
+            pods=(),
+            slurm_nodes={},
+            components=control(NEW, slurmrestd=OLD, slurmdbd=OLD),
+            now=NOW,
+        )
+    )
+    assert p.upgrade is None  # nothing built runs another image

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from slurmkube.plan.autoscale import Scaling
 from slurmkube.plan.model import Observed
 from slurmkube.plan.upgrade import UpgradeInput
+from slurmkube.plan.upgrade_model import SLURMDBD, SLURMRESTD, ComponentView
 from slurmkube.plan.upgrade_slurmd import NodeSetNodes
 from slurmkube.topology.model import FleetTopology
 
@@ -23,7 +24,7 @@ def upgrade_input(
     return UpgradeInput(
         subject=f"SlurmCluster {cluster.metadata.name} spec.image",
         to=cluster.spec.image,
-        components=observed.components,
+        components=_built(observed),
         pods=observed.pods,
         slurm_nodes=observed.slurm_nodes,
         node_sets=tuple(
@@ -40,3 +41,12 @@ def upgrade_input(
         reservations=observed.reservations,
         now=observed.now,
     )
+
+
+def _built(observed: Observed) -> dict[str, ComponentView]:
+    """The observed objects the plan still builds: a slurmrestd scaled to nothing or
+    a slurmdbd without accounting is not applied, so never rolls out."""
+    spec = observed.bundle.cluster.spec
+    dropped = {SLURMRESTD} if not spec.rest_api.replicas else set()
+    dropped |= {SLURMDBD} if not spec.accounting.enabled else set()
+    return {n: c for n, c in observed.components.items() if n not in dropped}
