@@ -49,16 +49,24 @@ def apply_maintenance(
 
 
 def _write(slurm: ReservationWriter, wanted: MaintenanceReservation, user: str) -> None:
+    write = maintenance_write(wanted, user)
+    if isinstance(write, ReservationUpdate):
+        slurm.update_reservation(write)
+    else:
+        slurm.create_reservation(write)
+
+
+def maintenance_write(
+    wanted: MaintenanceReservation, user: str
+) -> ReservationRequest | ReservationUpdate:
+    """What Slurm is asked: only `user` (SlurmUser) may use the reservation."""
     start = None if wanted.start is None else dt.datetime.fromtimestamp(wanted.start, dt.UTC)
     duration = dt.timedelta(minutes=wanted.minutes)
     if wanted.exists:
-        update = ReservationUpdate(wanted.name, nodes=wanted.nodes, start=start, duration=duration)
-        slurm.update_reservation(update)
-        return
-    request = ReservationRequest(
+        return ReservationUpdate(wanted.name, nodes=wanted.nodes, start=start, duration=duration)
+    return ReservationRequest(
         wanted.name, wanted.nodes, users=(user,), start=start, duration=duration, flags=FLAGS
     )
-    slurm.create_reservation(request)
 
 
 def _at(epoch: float | None) -> str:
