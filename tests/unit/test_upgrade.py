@@ -415,3 +415,20 @@ def test_status_stays_the_same_while_nothing_changes() -> None:
             memory=UpgradeMemory(s.from_image, s.to_image, s.phase, s.nodes_done, s.since),
         )
         assert plan_upgrade(later).status == first.status
+
+
+@pytest.mark.parametrize(
+    ("nodes", "replaced"),
+    [(slurm(busy=["n3"]), False), (None, False), (slurm(), True)],
+)
+def test_without_a_state_volume_slurmctld_waits_for_running_jobs(
+    nodes: dict[str, Any] | None, replaced: bool
+) -> None:
+    plan = plan_upgrade(
+        upgrade_input(components=control(slurmdbd=NEW), slurm_nodes=nodes, state_kept=False)
+    )
+    assert plan.images.of(SLURMCTLD) == (NEW if replaced else OLD)
+    assert plan.condition is not None and plan.condition.status == replaced
+    if not replaced:
+        assert plan.condition.reason == "SlurmctldStateNotKept"
+        assert "spec.controller.persistence.enabled" in plan.condition.message

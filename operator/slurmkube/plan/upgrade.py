@@ -65,6 +65,8 @@ class UpgradeInput:
     # Our maintenance reservations as Slurm shows them; None: not read.
     reservations: Mapping[str, ReservationView] | None = None
     now: float = 0.0
+    # slurmctld's state is on a volume that outlives its pod (controller.persistence).
+    state_kept: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +106,13 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
     )
     since = _since(memory, phase, inp.now, done=None)
     stalled = inp.now - since > STEP_DEADLINE_SECONDS
+    lost = _state_would_be_lost(inp, phase)
+    if lost is not None:
+        components[SLURMCTLD] = inp.components[SLURMCTLD].image
+        stalled = True
     if phase != SLURMD_PHASE:
         images = Images(components, _pod_images(inp, from_image), to)
-        message, reason = _control_message(phase, inp, stalled)
+        message, reason = lost or _control_message(phase, inp, stalled)
         status = UpgradeStatus(from_image, to, phase, 0, _total(inp), message, since)
         return UpgradePlan(
             images,
@@ -134,6 +140,24 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
         status=status,
         condition=Condition(CONDITION, not stalled, reason, message),
     )
+
+
+def _state_would_be_lost(inp: UpgradeInput, phase: str) -> tuple[str, str] | None:
+    """Without a volume for its state, replacing slurmctld forgets every job: it is
+    not replaced while Slurm shows a job running (or cannot be asked)."""
+    ctld = inp.components.get(SLURMCTLD)
+    if inp.state_kept or phase != "Slurmctld" or ctld is None or ctld.image in ("", inp.to):
+        return None
+    busy = sorted(n for n, v in (inp.slurm_nodes or {}).items() if v.busy)
+    if inp.slurm_nodes is not None and not busy:
+        return None
+    running = f"jobs run on {', '.join(busy[:10])}" if busy else "Slurm does not answer"
+    message = (
+        f"stopped: {inp.subject.rsplit(' ', 1)[0]} spec.controller.persistence.enabled is "
+        f"false, so slurmctld's replacement would forget its jobs, and {running}; it waits "
+        "for them to end (pending jobs are lost with it too)"
+    )
+    return message, "SlurmctldStateNotKept"
 
 
 def _slurmd_step(inp: UpgradeInput, *, stalled: bool) -> SlurmdStep:

@@ -40,6 +40,7 @@ def upgrade_input(
         memory=observed.upgrade_memory,
         reservations=observed.reservations,
         now=observed.now,
+        state_kept=cluster.spec.controller.persistence.enabled,
     )
 
 
