@@ -14,7 +14,13 @@ from slurmkube.controllers.upgrade_observe import component_view, upgrade_memory
 from slurmkube.plan.cluster import plan_cluster
 from slurmkube.plan.model import Observed, Plan
 from slurmkube.plan.status import upgrade_status
-from slurmkube.plan.upgrade_model import ComponentView, MaintenanceReservation, UpgradeStatus
+from slurmkube.plan.upgrade_input import config_image
+from slurmkube.plan.upgrade_model import (
+    ComponentView,
+    MaintenanceReservation,
+    UpgradeMemory,
+    UpgradeStatus,
+)
 from slurmkube.render.slurmdbd import DatabaseCredentials
 from slurmkube.slurm.errors import SlurmNotFound
 from slurmkube.slurm.models import ReservationFlag, ReservationRequest, ReservationUpdate
@@ -186,3 +192,22 @@ def test_objects_the_plan_no_longer_builds_do_not_hold_the_upgrade() -> None:
         )
     )
     assert p.upgrade is None  # nothing built runs another image
+
+
+def test_the_config_suits_the_slurm_that_slurmctld_runs() -> None:
+    def image(components: dict[str, ComponentView], memory: UpgradeMemory | None = None) -> str:
+        observed = Observed(
+            bundle=cluster(),
+            fleet=FLEET,
+            pods=(),
+            slurm_nodes=None,
+            components=components,
+            upgrade_memory=memory,
+        )
+        return config_image(observed)
+
+    during = UpgradeMemory(OLD, NEW, "Slurmctld")
+    assert image({}) == NEW
+    assert image(control(slurmdbd=NEW)) == OLD
+    assert image(control(NEW, pending=["slurmctld"]), during) == OLD
+    assert image(control(NEW)) == NEW

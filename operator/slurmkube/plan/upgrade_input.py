@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from slurmkube.plan.autoscale import Scaling
 from slurmkube.plan.model import Observed
 from slurmkube.plan.upgrade import UpgradeInput
-from slurmkube.plan.upgrade_model import SLURMDBD, SLURMRESTD, ComponentView
+from slurmkube.plan.upgrade_model import SLURMCTLD, SLURMDBD, SLURMRESTD, ComponentView
 from slurmkube.plan.upgrade_slurmd import NodeSetNodes
 from slurmkube.topology.model import FleetTopology
 
@@ -51,3 +51,17 @@ def _built(observed: Observed) -> dict[str, ComponentView]:
     dropped = {SLURMRESTD} if not spec.rest_api.replicas else set()
     dropped |= {SLURMDBD} if not spec.accounting.enabled else set()
     return {n: c for n, c in observed.components.items() if n not in dropped}
+
+
+def config_image(observed: Observed) -> str:
+    """The image whose Slurm the rendered config must suit: spec.image once slurmctld
+    runs it, rolled out; before that the one slurmctld runs (a 24.11 slurmctld cannot
+    read what only 26.05 reads). Not used yet: the config follows spec.image."""
+    wanted = observed.bundle.cluster.spec.image
+    ctld = observed.components.get(SLURMCTLD)
+    if ctld is None or not ctld.image or (ctld.image == wanted and ctld.rolled_out):
+        return wanted
+    memory = observed.upgrade_memory
+    if ctld.image == wanted and memory is not None and memory.to_image == wanted:
+        return memory.from_image  # replaced right now: its old pod may still read it
+    return ctld.image
