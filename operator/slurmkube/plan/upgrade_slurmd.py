@@ -74,64 +74,95 @@ def plan_slurmd_step(
     live = {p.node: p for p in pods if not p.deleting}
     # Old pods still terminating: their slurmd may be up until they are gone.
     leaving = {p.node for p in pods if p.deleting and _old(p, to)}
-    images: dict[str, str] = {}
-    drain: list[str] = []
-    holding: set[str] = set()
-    busy: list[str] = []
-    not_ready: list[str] = []
-    outside: list[str] = []
+    out = _Step()
     for ns in node_sets:
         units = _units(ns, live, blocks, to)
         settling = [u for u in units if not u.old and not _settled(u, live, to)]
         for unit in settling:
             # Once no old pod is left, a node resumes as soon as its new pod is Ready.
             coming = [n for n in unit.nodes if not _runs(live.get(n), to)]
-            holding.update(unit.nodes if leaving.intersection(unit.nodes) else coming)
-            not_ready += coming
+            out.holding.update(unit.nodes if leaving.intersection(unit.nodes) else coming)
+            out.not_ready += coming
         waiting = [u for u in units if u.old]
-        if ns.autoscaled or slurm_nodes is None:
-            # Power saving replaces these pods; without Slurm nothing moves.
-            images |= _keep(waiting, live)
-            continue
         if ns.strategy.type == "OnDelete":
+            continue  # every pod gets the new image; replaced as someone deletes it
+        if ns.autoscaled or slurm_nodes is None or not _window_open(ns, now):
+            # Power saving replaces autoscaled pods; without Slurm nothing moves.
+            out.images |= _keep(waiting, live)
+            if ns.strategy.window is not None and not _window_open(ns, now):
+                out.outside.append(ns.name)
             continue
-        window = ns.strategy.window
-        if window is not None and not (window.start.timestamp() <= now < window.end.timestamp()):
-            images |= _keep(waiting, live)
-            outside.append(ns.name)
-            continue
-        in_flight = [u for u in waiting if any(_ours(slurm_nodes.get(n)) for n in u.old)]
-        used = sum(len(u.nodes) for u in (*settling, *in_flight))
-        idle_first = sorted(
-            (u for u in waiting if u not in in_flight),
-            key=lambda u: (sum(_busy(slurm_nodes.get(n)) for n in u.old), u.nodes),
-        )
-        for unit in idle_first:
-            if stalled or (used and used + len(unit.nodes) > ns.strategy.max_unavailable):
-                break
-            in_flight.append(unit)
-            used += len(unit.nodes)
+        going = _going(ns, waiting, settling, slurm_nodes, stalled=stalled)
         for unit in waiting:
-            if unit not in in_flight:
-                images |= _keep([unit], live)
-                continue
-            holding.update(unit.nodes)
-            if all(_replaceable(slurm_nodes.get(n)) for n in unit.old):
-                continue  # switched: the rollout replaces its pods
-            images |= _keep([unit], live)
-            drain += [n for n in unit.nodes if _undrained(slurm_nodes.get(n))]
-            busy += [n for n in unit.old if _busy(slurm_nodes.get(n))]
+            _drain_or_switch(unit, unit in going, live, slurm_nodes, out)
     every = [n for ns in node_sets for n in ns.nodes]
     return SlurmdStep(
-        images=images,
-        drain=tuple(drain),
-        holding=frozenset(holding),
+        images=out.images,
+        drain=tuple(out.drain),
+        holding=frozenset(out.holding),
         done=sum(_runs(live.get(n), to) for n in every),
         total=len(every),
-        busy=tuple(busy),
-        not_ready=tuple(sorted(not_ready)),
-        outside_window=tuple(outside),
+        busy=tuple(out.busy),
+        not_ready=tuple(sorted(out.not_ready)),
+        outside_window=tuple(out.outside),
     )
+
+
+@dataclass
+class _Step:
+    images: dict[str, str] = field(default_factory=dict)
+    drain: list[str] = field(default_factory=list)
+    holding: set[str] = field(default_factory=set)
+    busy: list[str] = field(default_factory=list)
+    not_ready: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+
+
+def _window_open(ns: NodeSetNodes, now: float) -> bool:
+    window = ns.strategy.window
+    return window is None or window.start.timestamp() <= now < window.end.timestamp()
+
+
+def _going(
+    ns: NodeSetNodes,
+    waiting: Sequence[_Unit],
+    settling: Sequence[_Unit],
+    slurm_nodes: Mapping[str, SlurmNodeView],
+    *,
+    stalled: bool,
+) -> list[_Unit]:
+    """Units under way (a node of theirs drained by us), then idle ones first while
+    maxUnavailable allows; always one, whatever its size, when none is under way."""
+    going = [u for u in waiting if any(_ours(slurm_nodes.get(n)) for n in u.old)]
+    used = sum(len(u.nodes) for u in (*settling, *going))
+    idle_first = sorted(
+        (u for u in waiting if u not in going),
+        key=lambda u: (sum(_busy(slurm_nodes.get(n)) for n in u.old), u.nodes),
+    )
+    for unit in idle_first:
+        if stalled or (used and used + len(unit.nodes) > ns.strategy.max_unavailable):
+            break
+        going.append(unit)
+        used += len(unit.nodes)
+    return going
+
+
+def _drain_or_switch(
+    unit: _Unit,
+    going: bool,
+    live: Mapping[str, PodView],
+    slurm_nodes: Mapping[str, SlurmNodeView],
+    out: _Step,
+) -> None:
+    """A unit under way is held; once its old nodes are drained and idle it switches
+    to the new image whole (plan/rollout.py replaces the pods), else it drains."""
+    if going:
+        out.holding.update(unit.nodes)
+        if all(_replaceable(slurm_nodes.get(n)) for n in unit.old):
+            return
+        out.drain += [n for n in unit.nodes if _undrained(slurm_nodes.get(n))]
+        out.busy += [n for n in unit.old if _busy(slurm_nodes.get(n))]
+    out.images |= _keep([unit], live)
 
 
 def _units(
