@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from slurmkube.controllers.upgrade_apply import maintenance_write
-from slurmkube.plan.upgrade import reservation_name
 from slurmkube.plan.upgrade_model import MaintenanceReservation
+from slurmkube.plan.upgrade_window import reservation_name
 from slurmkube.slurm import CliClient, ReservationRequest
 from slurmkube_local.local_slurm import LocalSlurm
 

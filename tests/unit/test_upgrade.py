@@ -8,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from slurmkube.plan.upgrade import (
-    STEP_DEADLINE_SECONDS,
-    UpgradePlan,
-    plan_upgrade,
-    reservation_name,
-)
+from slurmkube.plan.upgrade import STEP_DEADLINE_SECONDS, UpgradePlan, plan_upgrade
 from slurmkube.plan.upgrade_model import LOGIN, SLURMCTLD, SLURMDBD, SLURMRESTD, UpgradeMemory
+from slurmkube.plan.upgrade_window import reservation_name
 from tests.unit.upgrade_builders import (
     NEW,
     NODES,

@@ -12,7 +12,6 @@ from typing import Any
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import names_of
 from slurmkube.kube.client import Kube, Manifest
-from slurmkube.plan.upgrade import RESERVATION_PREFIX
 from slurmkube.plan.upgrade_model import (
     LOGIN,
     SLURMCTLD,
@@ -22,6 +21,7 @@ from slurmkube.plan.upgrade_model import (
     ReservationView,
     UpgradeMemory,
 )
+from slurmkube.plan.upgrade_window import RESERVATION_PREFIX
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient
 

@@ -24,8 +24,6 @@ the slurmd pods'), not from memory:
 
 from __future__ import annotations
 
-import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -46,10 +44,10 @@ from slurmkube.plan.upgrade_model import (
     UpgradeStatus,
 )
 from slurmkube.plan.upgrade_slurmd import NodeSetNodes, SlurmdStep, plan_slurmd_step
+from slurmkube.plan.upgrade_window import plan_reservations
 
 STEP_DEADLINE_SECONDS = 600.0
 CONDITION = "SlurmUpgrade"
-RESERVATION_PREFIX = "slurmkube-upgrade-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +114,7 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
         status = UpgradeStatus(from_image, to, phase, 0, _total(inp), message, since)
         return UpgradePlan(
             images,
-            reservations=_reservations(inp, running_old=True)[0],
+            reservations=plan_reservations(inp, running_old=True)[0],
             status=status,
             condition=Condition(CONDITION, not stalled, reason, message),
         )
@@ -127,7 +125,7 @@ def plan_upgrade(inp: UpgradeInput) -> UpgradePlan:
         step = _slurmd_step(inp, stalled=True)
     if everything_new and step.done == step.total:
         return _settled(inp, memory)
-    wanted, release = _reservations(inp, running_old=False)
+    wanted, release = plan_reservations(inp, running_old=False)
     message, reason = _slurmd_message(step, stalled)
     status = UpgradeStatus(from_image, to, SLURMD_PHASE, step.done, step.total, message, since)
     return UpgradePlan(
@@ -296,46 +294,3 @@ def _slurmd_message(step: SlurmdStep, stalled: bool) -> tuple[str, str]:
 def _version(image: str) -> str:
     release = release_of(image)
     return str(release) if release is not None else image.rsplit("/", 1)[-1]
-
-
-def reservation_name(node_set: str) -> str:
-    """At most 63 characters (Slurm's reservation names here, slurm/arguments.py)."""
-    name = RESERVATION_PREFIX + node_set
-    if len(name) <= 63:
-        return name
-    return RESERVATION_PREFIX + hashlib.sha256(node_set.encode()).hexdigest()[:16]
-
-
-def _reservations(
-    inp: UpgradeInput, *, running_old: bool
-) -> tuple[tuple[MaintenanceReservation, ...], tuple[str, ...]]:
-    """A MAINT reservation over each windowed NodeSet with pods still to upgrade,
-    from its window's start to its end; ours that no NodeSet wants any more go.
-    `running_old`: before the slurmd step every pod still counts as old."""
-    if inp.reservations is None:
-        return (), ()
-    live = {p.node: p for p in inp.pods if not p.deleting}
-    wanted: list[MaintenanceReservation] = []
-    keep: set[str] = set()
-    for ns in inp.node_sets:
-        window = ns.strategy.window
-        if window is None or ns.autoscaled or ns.strategy.type == "OnDelete":
-            continue
-        start, end = window.start.timestamp(), window.end.timestamp()
-        old = [
-            n for n in ns.nodes if n in live and (running_old or live[n].image not in ("", inp.to))
-        ]
-        if not old or inp.now >= end:
-            continue
-        name = reservation_name(ns.name)
-        keep.add(name)
-        nodes = tuple(sorted(ns.nodes))
-        seen = inp.reservations.get(name)
-        # Slurm keeps minutes: an end within one of the window's is the window's.
-        if seen is not None and seen.nodes == nodes and abs(seen.end - end) <= 60:
-            continue
-        begins = start if start > inp.now else None
-        since = begins if begins is not None else (seen.start if seen else inp.now)
-        minutes = max(1, math.ceil((end - since) / 60))
-        wanted.append(MaintenanceReservation(name, nodes, begins, minutes, seen is not None))
-    return tuple(wanted), tuple(sorted(set(inp.reservations) - keep))
