@@ -11,7 +11,8 @@ the slurmd pods'), not from memory:
 - the first step whose objects do not all run the new image rolled out and
   Ready is the current one: its objects get the new image, later ones keep
   theirs; slurmctld's step also waits for Slurm to answer (its state stays
-  on its PVC across the pod's replacement);
+  on its PVC across the pod's replacement; without one, slurmctld is not
+  replaced while a job runs);
 - then slurmd, unit by unit (plan/upgrade_slurmd.py), and with a NodeSet's
   `updateStrategy.window` only inside it, under a MAINT reservation;
 - a downgrade, or a jump wider than Slurm accepts, is refused: nothing
@@ -258,7 +259,7 @@ def _total(inp: UpgradeInput) -> int:
 
 _WHAT = {
     "Slurmdbd": "slurmdbd (its database is converted on first start)",
-    "Slurmctld": "slurmctld (its state kept on its volume)",
+    "Slurmctld": "slurmctld",
     "Clients": "slurmrestd and the login pods",
 }
 
@@ -267,12 +268,12 @@ def _control_message(phase: str, inp: UpgradeInput, stalled: bool) -> tuple[str,
     what = _WHAT[phase]
     if not stalled:
         return f"upgrading {what} to {inp.to}", "InProgress"
-    if phase == "Slurmctld" and inp.slurm_nodes is None:
-        reason = "SlurmctldNotAnswering"
-    else:
-        reason = f"{phase}NotReady"
     deadline = f"{STEP_DEADLINE_SECONDS:.0f}s"
-    return f"stopped: {what} not Ready on {inp.to} within {deadline}", reason
+    if phase == "Slurmctld" and inp.slurm_nodes is None:
+        return f"stopped: slurmctld on {inp.to} did not answer within {deadline}", (
+            "SlurmctldNotAnswering"
+        )
+    return f"stopped: {what} not Ready on {inp.to} within {deadline}", f"{phase}NotReady"
 
 
 def _slurmd_message(step: SlurmdStep, stalled: bool) -> tuple[str, str]:
