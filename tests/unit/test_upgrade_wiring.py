@@ -13,7 +13,7 @@ from slurmkube.controllers.upgrade_apply import apply_maintenance
 from slurmkube.controllers.upgrade_observe import component_view, upgrade_memory
 from slurmkube.plan.cluster import plan_cluster
 from slurmkube.plan.model import Observed, Plan
-from slurmkube.plan.status import upgrade_status
+from slurmkube.plan.status import upgrade_event, upgrade_status
 from slurmkube.plan.upgrade_input import config_image
 from slurmkube.plan.upgrade_model import (
     ComponentView,
@@ -211,3 +211,17 @@ def test_the_config_suits_the_slurm_that_slurmctld_runs() -> None:
     assert image(control(slurmdbd=NEW)) == OLD
     assert image(control(NEW, pending=["slurmctld"]), during) == OLD
     assert image(control(NEW)) == NEW
+
+
+def test_each_new_phase_is_told_once_in_an_event() -> None:
+    status = UpgradeStatus(OLD, NEW, "Slurmctld", 0, 4, "upgrading slurmctld", NOW)
+    before = UpgradeMemory(OLD, NEW, "Slurmdbd")
+    assert upgrade_event(before, status) == (
+        "UpgradeSlurmctld",
+        f"{OLD} -> {NEW}: upgrading slurmctld",
+        False,
+    )
+    assert upgrade_event(UpgradeMemory(OLD, NEW, "Slurmctld"), status) is None
+    assert upgrade_event(None, None) is None
+    refused = UpgradeStatus(NEW, OLD, "Refused", 0, 0, "no", NOW)
+    assert upgrade_event(None, refused) == ("UpgradeRefused", f"{NEW} -> {OLD}: no", True)

@@ -20,7 +20,7 @@ from typing import Any, Final
 from slurmkube.build.names import Manifest
 from slurmkube.plan.conditions import timestamp
 from slurmkube.plan.model import Plan, PodView, SlurmNodeView
-from slurmkube.plan.upgrade_model import UpgradeStatus
+from slurmkube.plan.upgrade_model import REFUSED, UpgradeMemory, UpgradeStatus
 
 POD_CONDITION: Final = "slurmkube.io/SlurmNode"
 STATES: Final = ("idle", "allocated", "mixed", "drain", "down")
@@ -132,3 +132,16 @@ def upgrade_status(upgrade: UpgradeStatus | None) -> Manifest | None:
         "message": upgrade.message,
         "since": timestamp(dt.datetime.fromtimestamp(upgrade.since, dt.UTC)),
     }
+
+
+def upgrade_event(
+    before: UpgradeMemory | None, upgrade: UpgradeStatus | None
+) -> tuple[str, str, bool] | None:
+    """(reason, message, warning) of the Event an upgrade's new phase is worth: once
+    per phase, judged against the status.upgrade the reconcile read."""
+    if upgrade is None:
+        return None
+    if before is not None and (before.to_image, before.phase) == (upgrade.to_image, upgrade.phase):
+        return None
+    message = f"{upgrade.from_image} -> {upgrade.to_image}: {upgrade.message}"
+    return f"Upgrade{upgrade.phase}", message, upgrade.phase == REFUSED
