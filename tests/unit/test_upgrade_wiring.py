@@ -7,12 +7,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
+from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.controllers.observe import pod_view
 from slurmkube.controllers.upgrade_apply import apply_maintenance
 from slurmkube.controllers.upgrade_observe import component_view, upgrade_memory
 from slurmkube.plan.cluster import plan_cluster
-from slurmkube.plan.model import Observed, Plan
+from slurmkube.plan.model import Observed, Plan, PodView, SlurmNodeView
 from slurmkube.plan.status import upgrade_event, upgrade_status
 from slurmkube.plan.upgrade_input import config_image
 from slurmkube.plan.upgrade_model import (
@@ -225,3 +226,25 @@ def test_each_new_phase_is_told_once_in_an_event() -> None:
     assert upgrade_event(None, None) is None
     refused = UpgradeStatus(NEW, OLD, "Refused", 0, 0, "no", NOW)
     assert upgrade_event(None, refused) == ("UpgradeRefused", f"{NEW} -> {OLD}: no", True)
+
+
+def test_a_pod_from_before_template_hashes_is_replaced_for_a_slurm_upgrade() -> None:
+    """Its block drained and idle: the upgrade switches it, the rollout replaces it."""
+    block = ("gpu-0001", "gpu-0002")
+    reason = f"{wk.DRAIN_REASON_PREFIX} upgrade"
+    slurm_nodes = {
+        n: SlurmNodeView(n, busy=False, drain=n in block, reason=reason if n in block else "")
+        for n in ("gpu-0001", "gpu-0002", "gpu-0003", "gpu-0004")
+    }
+    old_pods = [PodView(f"gpu-{n}", n, "gpu", ready=True, image=OLD) for n in slurm_nodes]
+    p = plan_cluster(
+        Observed(
+            bundle=cluster(),
+            fleet=FLEET,
+            pods=old_pods,
+            slurm_nodes=slurm_nodes,
+            components=control(NEW, accounting=False),
+            now=NOW,
+        )
+    )
+    assert p.delete_pods == ("gpu-gpu-0001", "gpu-gpu-0002")
