@@ -220,8 +220,10 @@ def test_a_tag_without_a_version_upgrades_in_order_unchecked() -> None:
         # b1 settling (n2's new pod not made yet): n2 held, and the budget is used;
         # n1 resumes, its block has no old pod left.
         ({"pods": pods({"n1": NEW}, missing=["n2"])}, (), {"n1", "n2"}, {"n2"}),
-        # An admin's drain is kept as it is; the block waits on our drain of n2 only.
+        # An admin's drain is kept as it is; the block waits on our drain of n2 only,
+        # then switches (the admin's drain stays: Slurm keeps it across the restart).
         ({"slurm_nodes": slurm(admin=["n1"])}, ("n2",), set(), {"n1", "n2"}),
+        ({"slurm_nodes": slurm(admin=["n1"], drained=["n2"])}, (), {"n1", "n2"}, {"n1", "n2"}),
     ],
 )
 def test_slurmd_pods_are_upgraded_whole_block_by_block_once_drained_and_idle(

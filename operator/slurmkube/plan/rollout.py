@@ -47,7 +47,7 @@ class RolloutNode(Protocol):
     @property
     def busy(self) -> bool: ...
     @property
-    def drained_by_us(self) -> bool: ...
+    def drain(self) -> bool: ...
     @property
     def responding(self) -> bool: ...
 
@@ -123,7 +123,9 @@ def _outdated(pod: RolloutPod, manifest: Manifest) -> bool:
 
 
 def _drained_or_gone(node: RolloutNode | None) -> bool:
-    return node is None or not node.responding or node.drained_by_us
+    """Slurm starts nothing there: unknown, not answering, or drained (an admin's
+    drain too, kept as it is: Slurm keeps it across slurmd's restart)."""
+    return node is None or not node.responding or node.drain
 
 
 def _busy(node: RolloutNode | None) -> bool:

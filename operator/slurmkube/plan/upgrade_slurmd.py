@@ -214,5 +214,5 @@ def _undrained(view: SlurmNodeView | None) -> bool:
 
 def _replaceable(view: SlurmNodeView | None) -> bool:
     """What plan/rollout.py replaces at once: a node Slurm does not know, or one
-    drained by us (or not answering) with no job."""
-    return view is None or (not view.busy and (view.drained_by_us or not view.responding))
+    drained (by us or an admin) or not answering, with no job."""
+    return view is None or (not view.busy and (view.drain or not view.responding))
