@@ -1,11 +1,14 @@
 """Property: whatever happens between reconciles (jobs starting and ending, pods
-becoming Ready, Deployments rolling out), an upgrade through `plan_cluster`
-never runs slurmd newer than slurmctld nor slurmctld newer than slurmdbd,
-never replaces the pod of a node with a job, and never lets a block run jobs
-while it is half old, half new. Run to the end, every pod is upgraded."""
+becoming Ready or going, Deployments rolling out, time passing an update
+window), an upgrade through `plan_cluster` never runs slurmd newer than
+slurmctld nor slurmctld newer than slurmdbd, never replaces the pod of a node
+with a job, never lets a block run jobs while it is half old, half new, and
+never drains for it or replaces pods outside the window. Run to the end,
+every pod is upgraded."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
@@ -40,16 +43,27 @@ OBJECTS = {
 }
 
 
-def cluster(image: str, accounting: bool, max_unavailable: int) -> ClusterBundle:
+def cluster(
+    image: str, accounting: bool, max_unavailable: int, window: tuple[int, int] | None = None
+) -> ClusterBundle:
+    """`window`: (start, minutes), the start in seconds after NOW."""
     extra: dict[str, object] = {"image": image}
     if accounting:
         extra["accounting"] = {"enabled": True, "database": DATABASE}
     b = bundle(block_size=2, extra=extra)
     ns = b.node_sets[0]
     spec = ns.spec.model_validate(
-        ns.spec.model_dump(by_alias=True) | {"updateStrategy": {"maxUnavailable": max_unavailable}}
+        ns.spec.model_dump(by_alias=True) | {"updateStrategy": strategy(max_unavailable, window)}
     )
     return ClusterBundle(b.cluster, (ns.model_copy(update={"spec": spec}),))
+
+
+def strategy(max_unavailable: int, window: tuple[int, int] | None) -> dict[str, object]:
+    out: dict[str, object] = {"maxUnavailable": max_unavailable}
+    if window is not None:
+        start = dt.datetime.fromtimestamp(NOW + window[0], dt.UTC).isoformat()
+        out["window"] = {"start": start, "durationMinutes": window[1]}
+    return out
 
 
 def version(image: str) -> Release:
@@ -72,6 +86,7 @@ class World:
     max_unavailable: int
     # Start with the control plane upgraded already (the slurmd step under way).
     control_done: bool = False
+    window: tuple[int, int] | None = None
     components: dict[str, Component] = field(default_factory=dict)
     pods: dict[str, PodView] = field(default_factory=dict)
     slurm: dict[str, SlurmNodeView] = field(default_factory=dict)
@@ -90,7 +105,7 @@ class World:
 
     def _observed(self, image: str) -> Observed:
         return Observed(
-            bundle=cluster(image, self.accounting, self.max_unavailable),
+            bundle=cluster(image, self.accounting, self.max_unavailable, self.window),
             fleet=FLEET,
             pods=sorted(self.pods.values(), key=lambda p: p.name),
             slurm_nodes=dict(self.slurm),
@@ -120,6 +135,12 @@ class World:
 
     def reconcile(self) -> Plan:
         plan = plan_cluster(self._observed(NEW))
+        if self.window is not None:
+            start = NOW + self.window[0]
+            if not start <= self.now < start + self.window[1] * 60:
+                # Outside its window a NodeSet is neither drained for nor upgraded.
+                assert plan.delete_pods == (), "pods replaced outside the window"
+                assert not any("upgrade" in r for r in plan.drain_reasons.values())
         for obj in plan.objects:
             component = OBJECTS.get((obj["kind"], obj["metadata"]["name"]))
             if component is not None:
@@ -198,12 +219,17 @@ EVENTS = st.one_of(
     accounting=st.booleans(),
     max_unavailable=st.integers(1, 4),
     control_done=st.booleans(),
+    window=st.none() | st.tuples(st.integers(-600, 300), st.integers(1, 10)),
     events=st.lists(EVENTS, min_size=10, max_size=80),
 )
 def test_any_sequence_keeps_slurms_order_jobs_and_whole_blocks(
-    accounting: bool, max_unavailable: int, control_done: bool, events: list[tuple[str, str]]
+    accounting: bool,
+    max_unavailable: int,
+    control_done: bool,
+    window: tuple[int, int] | None,
+    events: list[tuple[str, str]],
 ) -> None:
-    world = World(accounting, max_unavailable, control_done)
+    world = World(accounting, max_unavailable, control_done, window)
     world.check()
     for kind, arg in events:
         if kind == "reconcile":
