@@ -65,6 +65,7 @@ LENDING = "controllers/lending.py"
 APPLY = "controllers/apply.py"
 POLICY = "controllers/policy.py"
 POLICY_APPLY = "controllers/policy_apply.py"
+UPGRADE_OBSERVE = "controllers/upgrade_observe.py"
 
 # (apiGroup, resource) -> verb -> its caller, for every namespaced kind: in the
 # ClusterRole when the operator watches every namespace, else in watchNamespace's Role.
@@ -119,8 +120,12 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("", "configmaps"): applied(APPLY, "kube.apply(config_map, owner=snap.cluster_obj)"),
     ("policy", "poddisruptionbudgets"): applied(APPLY, "kube.apply(budget, owner=cluster_obj)"),
     ("", "events"): {"create": Caller("kube/client.py", "create_namespaced_event")},
-    ("apps", "statefulsets"): applied("build/slurmctld.py", '"kind": "StatefulSet"'),
+    ("apps", "statefulsets"): {
+        "get": Caller(UPGRADE_OBSERVE, 'kube.get("apps/v1", kind, name, namespace)'),
+        **applied("build/slurmctld.py", '"kind": "StatefulSet"'),
+    },
     ("apps", "deployments"): {
+        "get": Caller(UPGRADE_OBSERVE, 'kube.get("apps/v1", kind, name, namespace)'),
         **applied("build/pod.py", '"kind": "Deployment"'),
         "delete": Caller("plan/cluster.py", '("apps/v1", "Deployment", names.slurmdbd)'),
     },

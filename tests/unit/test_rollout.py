@@ -142,3 +142,11 @@ def test_an_outdated_pod_on_a_node_slurm_does_not_reach_goes_only_if_no_job_can_
     )
     plan = plan_cluster(obs)
     assert ("gpu-gpu-0001" in plan.delete_pods) is deleted
+
+
+def test_an_admins_drained_idle_node_is_replaced_with_its_drain_kept() -> None:
+    admin = SlurmNodeView("gpu-0001", busy=False, drain=True, reason="RMA ticket 42")
+    slurm = {n: node(n) for n in NODES} | {"gpu-0001": admin}
+    plan = plan_cluster(observed([pod(n) for n in NODES], slurm))
+    assert "gpu-gpu-0001" in plan.delete_pods
+    assert "gpu-0001" not in plan.drain  # its reason is not overwritten

@@ -129,17 +129,19 @@ checks each against the code); no wildcards. Secrets are apart
   verbs: [create]
 - apiGroups: [apps]
   resources: [statefulsets]
-  # create/patch: server-side apply of slurmctld.
-  verbs: [create, patch]
+  # get: slurmctld's image and rollout, for a Slurm upgrade's order
+  # (controllers/upgrade_observe.py). create/patch: server-side apply of slurmctld.
+  verbs: [get, create, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   # create/patch: server-side apply of each NodeSet's busy-slurmd-pod budget.
   verbs: [create, patch]
 - apiGroups: [apps]
   resources: [deployments]
-  # create/patch: server-side apply of slurmrestd, login and slurmdbd.
-  # delete: slurmdbd when accounting is switched off.
-  verbs: [create, patch, delete]
+  # get: their images and rollout, for a Slurm upgrade's order
+  # (controllers/upgrade_observe.py). create/patch: server-side apply of
+  # slurmrestd, login and slurmdbd. delete: slurmdbd when accounting is switched off.
+  verbs: [get, create, patch, delete]
 {{- if .Values.rbac.kueue }}
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads]

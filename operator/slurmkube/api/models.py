@@ -69,6 +69,7 @@ from slurmkube.api.nodeset import (
     NodeSet,
     NodeSetSpec,
     UpdateStrategy,
+    UpdateWindow,
 )
 from slurmkube.api.reservation_check import (
     BusyNodePolicy,
@@ -140,5 +141,6 @@ __all__ = [
     "Toleration",
     "TopologySpec",
     "UpdateStrategy",
+    "UpdateWindow",
     "from_object",
 ]

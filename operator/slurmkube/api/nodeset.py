@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, field_validator, model_validator
 
 from slurmkube.api import grammar
 from slurmkube.api.meta import (
@@ -17,10 +18,34 @@ from slurmkube.api.meta import (
 # --- NodeSet --------------------------------------------------------------------------
 
 
+class UpdateWindow(StrictModel):
+    """When a Slurm upgrade may replace this NodeSet's slurmd pods (docs/upgrades.md).
+
+    Until the window ends, a Slurm reservation with Flags=MAINT covers the
+    NodeSet's nodes from `start` (scontrol(1), RESERVATIONS): Slurm starts no
+    job there that would still run at `start`. Inside the window the pods are
+    replaced whole NVLink blocks at a time, each once drained and idle; a job
+    that outlives the window is never killed, its block waits for the next one.
+    """
+
+    start: AwareDatetime
+    """RFC 3339 with a UTC offset, e.g. 2026-12-05T02:00:00Z."""
+    duration_minutes: int = Field(alias="durationMinutes", ge=1, le=10_080)
+    """Length of the window (at most a week)."""
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(minutes=self.duration_minutes)
+
+
 class UpdateStrategy(StrictModel):
     type: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
     max_unavailable: int = Field(1, ge=1, alias="maxUnavailable")
-    """slurmd pods replaced at once; each is drained first and replaced when idle."""
+    """slurmd pods replaced at once; each is drained first and replaced when idle.
+    A Slurm upgrade replaces whole NVLink blocks: one block at a time even when it
+    has more nodes than this."""
+    window: UpdateWindow | None = None
+    """Slurm upgrades replace slurmd pods only inside this window (unset: any time)."""
 
 
 class AutoscalingSpec(StrictModel):

@@ -98,6 +98,24 @@ class HealthStatus(LenientModel):
     nodes: list[HealthNodeStatus] = Field(default_factory=list)
 
 
+class UpgradeStatus(LenientModel):
+    """A change of spec.image, carried out in Slurm's order (docs/upgrades.md)."""
+
+    from_image: str = Field("", alias="from")
+    """The image the cluster ran when the upgrade began."""
+    to_image: str = Field("", alias="to")
+    """spec.image."""
+    phase: Literal["Slurmdbd", "Slurmctld", "Clients", "Slurmd", "Complete", "Refused"] = "Complete"
+    """The step under way: slurmdbd, then slurmctld, then slurmrestd and login, then the
+    slurmd pods; Refused (a downgrade, or more releases apart than Slurm accepts)."""
+    nodes_done: int = Field(0, alias="nodesDone")
+    """slurmd pods that run `to` and are Ready."""
+    nodes_total: int = Field(0, alias="nodesTotal")
+    message: str = ""
+    since: str | None = None
+    """When the phase or the nodes done last changed (a step's deadline counts from it)."""
+
+
 class SlurmClusterStatus(LenientModel):
     observed_generation: int | None = Field(None, alias="observedGeneration")
     conditions: list[Condition] = Field(default_factory=list)
@@ -115,6 +133,7 @@ class SlurmClusterStatus(LenientModel):
     )
     """Nodes the config leaves out or holds (the first 1000; NodesValid counts them all)."""
     health: HealthStatus | None = None
+    upgrade: UpgradeStatus | None = None
 
 
 class AutoscalingStatus(LenientModel):

@@ -8,7 +8,7 @@ from slurmkube.build.names import SLURM_GID, Manifest, names_of
 from slurmkube.build.pod import SLURM_KEY, daemon_container, deployment, slurm_etc
 
 
-def login_deployment(cluster: SlurmCluster) -> Manifest:
+def login_deployment(cluster: SlurmCluster, image: str | None = None) -> Manifest:
     """Login pods for users (`kubectl exec`): sackd(8) fetches the config from
     slurmctld (configless) and serves auth/slurm credentials to the client commands
     on its socket, so a login pod holds only slurm.key, never the JWT key.
@@ -19,7 +19,8 @@ def login_deployment(cluster: SlurmCluster) -> Manifest:
         "sackd",
         ["sackd", "-D", "--conf-server", f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}"],
         [],
-        cluster.spec.login.resources,
+        resources=cluster.spec.login.resources,
+        image=image,
     )
     del container["readinessProbe"], container["ports"]
     # Clients find sackd's cached config under /run/slurm/conf themselves; SLURM_CONF

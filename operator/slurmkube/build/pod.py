@@ -47,11 +47,14 @@ def daemon_container(
     name: str,
     args: Sequence[str],
     ports: Sequence[tuple[str, int]],
+    *,
     resources: Resources | None = None,
+    image: str | None = None,
 ) -> Manifest:
+    """`image`: the one a Slurm upgrade's step allows (plan/upgrade.py); spec.image by default."""
     container: Manifest = {
         "name": name,
-        "image": cluster.spec.image,
+        "image": image or cluster.spec.image,
         "args": list(args),
         "ports": [{"name": p, "containerPort": n, "protocol": "TCP"} for p, n in ports],
         "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],

@@ -57,16 +57,18 @@ def metrics_service(cluster: SlurmCluster) -> Manifest:
 METRICS_COMPONENT = "slurmctld-metrics"
 
 
-def controller_statefulset(cluster: SlurmCluster) -> Manifest:
+def controller_statefulset(cluster: SlurmCluster, image: str | None = None) -> Manifest:
     names = names_of(cluster)
     spec = cluster.spec.controller
+    image = image or cluster.spec.image
     # -D: stay in the foreground whether or not the image's entrypoint adds it.
     container = daemon_container(
         cluster,
         "slurmctld",
         ["slurmctld", "-D"],
         [("slurmctld", wk.SLURMCTLD_PORT)],
-        spec.resources,
+        resources=spec.resources,
+        image=image,
     )
     container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
     volumes = [slurm_etc(cluster), reloader_volume()]
@@ -95,7 +97,7 @@ def controller_statefulset(cluster: SlurmCluster) -> Manifest:
             "template": {
                 "metadata": {"labels": labels(cluster, "slurmctld")},
                 "spec": {
-                    "containers": [container, reloader_container(cluster.spec.image)],
+                    "containers": [container, reloader_container(image)],
                     "volumes": volumes,
                     "terminationGracePeriodSeconds": 60,
                     **placement(cluster),

@@ -30,6 +30,7 @@ def slurmd_pod(
     config_hash: str,
     *,
     busy: bool = False,
+    image: str | None = None,
 ) -> Manifest:
     """One slurmd on one Kubernetes node, holding all its GPUs (Slurm owns the node).
 
@@ -58,6 +59,7 @@ def slurmd_pod(
             *(["-b"] if node_set.spec.autoscaling.enabled else []),
         ],
         [("slurmd", wk.SLURMD_PORT)],
+        image=image,
     )
     if gpus:
         container["resources"] = {

@@ -26,15 +26,19 @@ def slurmdbd_secret(cluster: SlurmCluster, slurmdbd_conf: str) -> Manifest:
     }
 
 
-def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
+def slurmdbd_deployment(
+    cluster: SlurmCluster, conf_hash: str, image: str | None = None
+) -> Manifest:
     """One slurmdbd (Recreate: two would both write to the database)."""
     names = names_of(cluster)
+    image = image or cluster.spec.image
     container = daemon_container(
         cluster,
         "slurmdbd",
         ["slurmdbd", "-D"],
         [("slurmdbd", wk.SLURMDBD_PORT)],
-        cluster.spec.accounting.resources,
+        resources=cluster.spec.accounting.resources,
+        image=image,
     )
     # slurmdbd.conf is found next to SLURM_CONF (a path that need not exist);
     # the key comes from the shared volume.
@@ -50,7 +54,7 @@ def slurmdbd_deployment(cluster: SlurmCluster, conf_hash: str) -> Manifest:
     ]
     copy = {
         "name": "slurmdbd-conf",
-        "image": cluster.spec.image,
+        "image": image,
         "command": [
             "install",
             "-m",

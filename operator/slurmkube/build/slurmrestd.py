@@ -14,7 +14,7 @@ from slurmkube.build.pod import (
 )
 
 
-def restapi_deployment(cluster: SlurmCluster) -> Manifest:
+def restapi_deployment(cluster: SlurmCluster, image: str | None = None) -> Manifest:
     names = names_of(cluster)
     # Only the openapi plugins whose daemons exist: the default set needs slurmdbd
     # and slurmrestd exits without it. JWT only: pods share no UNIX socket.
@@ -25,7 +25,8 @@ def restapi_deployment(cluster: SlurmCluster) -> Manifest:
         "slurmrestd",
         args,
         [("slurmrestd", wk.SLURMRESTD_PORT)],
-        cluster.spec.rest_api.resources,
+        resources=cluster.spec.rest_api.resources,
+        image=image,
     )
     # slurmrestd refuses to run as root or as SlurmUser: its own user (402).
     container["securityContext"] = {"runAsUser": RESTD_UID, "runAsGroup": RESTD_UID}

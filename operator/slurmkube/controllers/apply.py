@@ -15,11 +15,12 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.build.auth import auth_secret
-from slurmkube.build.names import names_of
+from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.controllers.scaling import apply_scaling
+from slurmkube.controllers.upgrade_apply import apply_maintenance
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import undrain_candidates
 from slurmkube.plan.events import aggregate
@@ -130,6 +131,8 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
             if node not in plan.drain and node not in plan.rolling and resume_if_ours(slurm, node):
                 reached(Step.SLURMD_UNDRAINED)
         apply_scaling(kube, snap, plan)
+        user = deployment_context(snap.observed.bundle.cluster).slurm_user
+        apply_maintenance(kube, cluster_obj, slurm, plan, user)
     for name in deletes:
         kube.delete("v1", "Pod", name, namespace)
         metrics.SLURMD_PODS_DELETED.labels(namespace, cluster_obj["metadata"]["name"]).inc()

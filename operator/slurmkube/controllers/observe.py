@@ -17,6 +17,11 @@ from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
 from slurmkube.build.names import names_of
 from slurmkube.controllers.clients import SlurmClients
+from slurmkube.controllers.upgrade_observe import (
+    maintenance_reservations,
+    observe_components,
+    upgrade_memory,
+)
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan import autoscale
 from slurmkube.plan.model import Observed, PodView, SlurmNodeView
@@ -195,6 +200,8 @@ def observe(
             unavailable=unavailable,
             database=database,
             has_keys=has_keys,
+            components=observe_components(kube, cluster, namespace),
+            upgrade_memory=upgrade_memory(cluster_obj),
         ),
         slurm=None,
         slurm_error="Slurm not asked yet",
@@ -238,6 +245,7 @@ def observe_rest(
     error = "slurmrestd is disabled or its key is missing" if slurm is None else ""
     pending: dict[str, int] | None = None
     nodes_read_at = 0
+    reservations = None
     if slurm is not None:
         try:
             listed = slurm.current_nodes()
@@ -247,9 +255,15 @@ def observe_rest(
                 pending = _pending_gpus(slurm)
         except SlurmError as err:
             error = str(err)
+        if slurm_nodes is not None and any(
+            ns.spec.update_strategy.window for ns in bundle.node_sets
+        ):
+            reservations = maintenance_reservations(slurm)
     return replace(
         snap,
-        observed=replace(snap.observed, pods=pods, slurm_nodes=slurm_nodes),
+        observed=replace(
+            snap.observed, pods=pods, slurm_nodes=slurm_nodes, reservations=reservations
+        ),
         slurm=slurm,
         slurm_error=error,
         pending_gpus=pending,
@@ -314,7 +328,9 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         ),
         None,
     )
+    containers = (pod.get("spec") or {}).get("containers") or []
     return PodView(
+        image=next((str(c.get("image", "")) for c in containers if c.get("name") == "slurmd"), ""),
         name=meta["name"],
         node=labels.get(wk.LABEL_NODE, ""),
         node_set=labels.get(wk.LABEL_NODESET, ""),

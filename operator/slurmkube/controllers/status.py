@@ -26,6 +26,8 @@ from slurmkube.plan.status import (
     node_counts,
     node_problems_status,
     pod_condition_updates,
+    upgrade_event,
+    upgrade_status,
 )
 
 HEALTH_CONDITIONS = frozenset({CIRCUIT_CONDITION})
@@ -51,6 +53,7 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         "nodes": node_counts(slurm_nodes, all_members, every_member),
         "gpus": gpu_counts(slurm_nodes, all_members),
         "nodeProblems": node_problems_status(plan),
+        "upgrade": upgrade_status(plan.upgrade),
     }
     if plan.slurm_version:
         status["slurmVersion"] = plan.slurm_version
@@ -74,6 +77,10 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
     )
     if ready != was_ready:
         kube.event(cluster_obj, ready_condition.reason, ready_condition.message, warning=not ready)
+    upgrade = upgrade_event(snap.observed.upgrade_memory, plan.upgrade)
+    if upgrade is not None:
+        reason, message, warning = upgrade
+        kube.event(cluster_obj, reason, message, warning=warning)
     if snap.observed.slurm_nodes is not None:
         _mirror_pod_conditions(kube, meta["namespace"], snap)
 

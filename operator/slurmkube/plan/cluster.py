@@ -53,6 +53,9 @@ from slurmkube.plan.objects import accounting_objects, kueue_objects
 from slurmkube.plan.removal import busy_labels, plan_removal
 from slurmkube.plan.rollout import Rollout, plan_rollout
 from slurmkube.plan.topology_status import topology_conditions, topology_summary
+from slurmkube.plan.upgrade import plan_upgrade
+from slurmkube.plan.upgrade_input import rendered_bundle, upgrade_input
+from slurmkube.plan.upgrade_model import LOGIN, SLURMCTLD, SLURMDBD, SLURMRESTD
 from slurmkube.render.config import SlurmConfig, plan_config
 from slurmkube.render.files import RenderedConfig, render_files
 from slurmkube.render.membership import HeldNode, NodeProblem
@@ -85,7 +88,7 @@ def configure(observed: Observed) -> Configured | Condition:
     problems: list[NodeProblem] = []
     try:
         config = plan_config(
-            observed.bundle,
+            rendered_bundle(observed),
             observed.fleet,
             deployment_context(cluster),
             held=held,
@@ -110,15 +113,36 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     if isinstance(configured, Condition):
         return Plan(rendered=None, generate_keys=not observed.has_keys, conditions=(configured,))
     config, rendered, accounting = configured.config, configured.rendered, configured.accounting
+    overdue = overdue_nodes(observed.slurm_nodes, observed.not_responding_since, observed.now)
+    scaling = _plan_scaling(observed, config.members, config.topology)
+    hold: dict[str, str] = {}
+    pod_nodes: dict[str, list[str]] = {}
+    desired: dict[str, tuple[str, ...]] = {}
+    for ns in bundle.node_sets:
+        name = ns.metadata.name
+        if name in scaling:
+            pod_nodes[name] = list(scaling[name].pods)
+            # Resuming nodes are on their way: Ready waits for the registered ones only.
+            views = observed.slurm_nodes or {}
+            desired[name] = tuple(n for n in pod_nodes[name] if _power(views.get(n)) != RESUMING)
+        else:
+            pod_nodes[name] = desired_slurmd_nodes(ns, config.members[name], observed.unavailable)
+            desired[name] = tuple(pod_nodes[name])
+            if scaling:
+                hold |= hold_undeployed(config.members[name], pod_nodes[name], observed.slurm_nodes)
+    upgrade = plan_upgrade(upgrade_input(observed, pod_nodes, config.topology, scaling))
+    images = upgrade.images
     objects: list[Manifest] = [
         controller_service(cluster),
-        controller_statefulset(cluster),
+        controller_statefulset(cluster, images.of(SLURMCTLD)),
     ]
     if cluster.spec.rest_api.replicas:
-        objects += [restapi_deployment(cluster), restapi_service(cluster)]
+        objects += [restapi_deployment(cluster, images.of(SLURMRESTD)), restapi_service(cluster)]
     # Always there, at zero replicas while login is off: switching it off is a
     # scale-down, never an orphan to find and delete.
-    objects.append(login_deployment(cluster))
+    objects.append(login_deployment(cluster, images.of(LOGIN)))
+    if accounting and images.of(SLURMDBD) != cluster.spec.image:
+        accounting = tuple(accounting_objects(cluster, observed.database, images.of(SLURMDBD)))
     objects += accounting
     names = names_of(cluster)
     prune: tuple[tuple[str, str, str], ...] = (
@@ -138,27 +162,16 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
 
     problems = gpu_problems(observed.slurm_nodes, observed.fleet)
     problems |= {p.node: p for p in config.problems}
-    overdue = overdue_nodes(observed.slurm_nodes, observed.not_responding_since, observed.now)
-    desired: dict[str, tuple[str, ...]] = {}
     wanted_pods: dict[str, Manifest] = {}
     rollouts: list[Rollout] = []
-    scaling = _plan_scaling(observed, config.members, config.topology)
-    hold: dict[str, str] = {}
     for ns in bundle.node_sets:
         name = ns.metadata.name
-        if name in scaling:
-            nodes = list(scaling[name].pods)
-            # Resuming nodes are on their way: Ready waits for the registered ones only.
-            views = observed.slurm_nodes or {}
-            desired[name] = tuple(n for n in nodes if _power(views.get(n)) != RESUMING)
-        else:
-            nodes = desired_slurmd_nodes(ns, config.members[name], observed.unavailable)
-            desired[name] = tuple(nodes)
-            if scaling:
-                hold |= hold_undeployed(config.members[name], nodes, observed.slurm_nodes)
         wanted_here = {}
-        for node in nodes:
-            pod = slurmd_pod(cluster, ns, node, _resources(config, node, ns), rendered.hash)
+        for node in pod_nodes[name]:
+            resources = _resources(config, node, ns)
+            pod = slurmd_pod(
+                cluster, ns, node, resources, rendered.hash, image=images.of_node(node)
+            )
             wanted_here[pod["metadata"]["name"]] = pod
         wanted_pods |= wanted_here
         if name not in scaling:
@@ -176,7 +189,9 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         delete += rollout.delete_pods
     # Held nodes whose change waits: drained first, kept drained until it lands.
     reasons = change_drains(config, observed.slurm_nodes, problems)
+    reasons |= {n: upgrade.reason for n in upgrade.drain if n not in reasons}
     drain += [n for n in reasons if n not in drain]
+    conditions = (*topology_conditions(config.topology), nodes_valid(problems))
     return Plan(
         rendered=rendered,
         config=config,
@@ -189,10 +204,10 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         delete_pods=tuple(delete),
         delete_once_drained=removal.delete_once_drained,
         drain_reasons=reasons,
-        rolling=frozenset(config.held).union(*(r.holding for r in rollouts)),
+        rolling=frozenset(config.held).union(upgrade.holding, *(r.holding for r in rollouts)),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
-        conditions=(*topology_conditions(config.topology), nodes_valid(problems)),
+        conditions=conditions if upgrade.condition is None else (*conditions, upgrade.condition),
         node_problems=tuple(problems[n] for n in sorted(problems)),
         kueue_objects=kueue_objects(bundle),
         disruption_budgets=tuple(slurmd_disruption_budget(cluster, ns) for ns in bundle.node_sets),
@@ -202,6 +217,9 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         hold=hold,
         busy_labels=busy_labels(observed.pods, observed.slurm_nodes),
         ready_node_share=cluster.spec.ready_node_share,
+        upgrade=upgrade.status,
+        maintenance=upgrade.reservations,
+        maintenance_release=upgrade.release,
     )
 
 

@@ -11,6 +11,13 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.build.names import Manifest
 from slurmkube.plan.autoscale import Scaling
+from slurmkube.plan.upgrade_model import (
+    ComponentView,
+    MaintenanceReservation,
+    ReservationView,
+    UpgradeMemory,
+    UpgradeStatus,
+)
 from slurmkube.render.config import SlurmConfig
 from slurmkube.render.files import RenderedConfig
 from slurmkube.render.membership import NodeProblem
@@ -59,6 +66,8 @@ class PodView:
     slurm_condition: tuple[bool, str, str] | None = None
     # Its label slurmkube.io/busy is "true" (the PodDisruptionBudget guards it).
     busy_label: bool = False
+    # The slurmd container's image ("": not known, taken as spec.image).
+    image: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +89,12 @@ class Observed:
     # Unknown: a busy node Slurm does not reach keeps its pod (plan/holds.py).
     now: float = 0.0
     not_responding_since: Mapping[str, float] = field(default_factory=dict)
+    # The control plane's objects as they run (plan/upgrade_model.py; absent: not
+    # made yet), the status.upgrade last written, and our maintenance reservations
+    # in Slurm (None: not read, no NodeSet has an update window).
+    components: Mapping[str, ComponentView] = field(default_factory=dict)
+    upgrade_memory: UpgradeMemory | None = None
+    reservations: Mapping[str, ReservationView] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +155,8 @@ class Plan:
     scaling: Mapping[str, Scaling] = field(default_factory=dict)
     # Powered-down nodes of NodeSets driven by `replicas`, held while power saving is on.
     hold: Mapping[str, str] = field(default_factory=dict)
+    # A Slurm upgrade (plan/upgrade.py): status.upgrade, and the MAINT reservations
+    # of update windows to create or update, and to delete.
+    upgrade: UpgradeStatus | None = None
+    maintenance: tuple[MaintenanceReservation, ...] = ()
+    maintenance_release: tuple[str, ...] = ()

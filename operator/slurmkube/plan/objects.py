@@ -16,9 +16,10 @@ from slurmkube.topology.kueue import kueue_topology, resource_flavors
 
 
 def accounting_objects(
-    cluster: SlurmCluster, credentials: DatabaseCredentials | None
+    cluster: SlurmCluster, credentials: DatabaseCredentials | None, image: str | None = None
 ) -> list[Manifest]:
-    """slurmdbd's Secret, Deployment and Service; none while accounting is off."""
+    """slurmdbd's Secret, Deployment and Service; none while accounting is off.
+    `image`: slurmdbd's (plan/upgrade.py), spec.image by default."""
     accounting = cluster.spec.accounting
     if not accounting.enabled:
         return []
@@ -43,7 +44,7 @@ def accounting_objects(
     conf_hash = hashlib.sha256(conf.encode()).hexdigest()[:16]
     return [
         slurmdbd_secret(cluster, conf),
-        slurmdbd_deployment(cluster, conf_hash),
+        slurmdbd_deployment(cluster, conf_hash, image),
         slurmdbd_service(cluster),
     ]
 

@@ -8,7 +8,8 @@ waits on busy nodes last. `OnDelete` replaces nothing: a pod someone deletes
 comes back with the new template.
 
 A pod without a template hash predates this mechanism; it is left alone rather
-than rolled on an operator upgrade.
+than rolled on an operator upgrade, unless a Slurm upgrade gives it another
+image (plan/upgrade.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class RolloutPod(Protocol):
     def ready(self) -> bool: ...
     @property
     def deleting(self) -> bool: ...
+    @property
+    def image(self) -> str: ...
 
 
 class RolloutNode(Protocol):
@@ -44,7 +47,7 @@ class RolloutNode(Protocol):
     @property
     def busy(self) -> bool: ...
     @property
-    def drained_by_us(self) -> bool: ...
+    def drain(self) -> bool: ...
     @property
     def responding(self) -> bool: ...
 
@@ -70,7 +73,7 @@ def plan_rollout(
     if strategy.type == "OnDelete" or slurm_nodes is None:
         return Rollout()
     live = [p for p in pods if p.name in wanted and not p.deleting]
-    outdated = [p for p in live if p.template_hash and p.template_hash != _hash(wanted[p.name])]
+    outdated = [p for p in live if _outdated(p, wanted[p.name])]
     if not outdated:
         return Rollout()
     present = {p.name for p in pods}
@@ -112,8 +115,17 @@ def _hash(manifest: Manifest) -> str:
     return str(manifest["metadata"]["annotations"][wk.ANNOTATION_POD_TEMPLATE_HASH])
 
 
+def _outdated(pod: RolloutPod, manifest: Manifest) -> bool:
+    if pod.template_hash:
+        return pod.template_hash != _hash(manifest)
+    wanted = manifest["spec"]["containers"][0]["image"]
+    return bool(pod.image) and pod.image != wanted
+
+
 def _drained_or_gone(node: RolloutNode | None) -> bool:
-    return node is None or not node.responding or node.drained_by_us
+    """Slurm starts nothing there: unknown, not answering, or drained (an admin's
+    drain too, kept as it is: Slurm keeps it across slurmd's restart)."""
+    return node is None or not node.responding or node.drain
 
 
 def _busy(node: RolloutNode | None) -> bool:

@@ -11,12 +11,16 @@ reading pod conditions see drains and downs without asking Slurm.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from slurmkube.build.names import Manifest
+from slurmkube.plan.conditions import timestamp
 from slurmkube.plan.model import Plan, PodView, SlurmNodeView
+from slurmkube.plan.upgrade_model import REFUSED, UpgradeMemory, UpgradeStatus
 
 POD_CONDITION: Final = "slurmkube.io/SlurmNode"
 STATES: Final = ("idle", "allocated", "mixed", "drain", "down")
@@ -113,3 +117,31 @@ def node_problems_status(plan: Plan) -> list[dict[str, str]]:
         {"node": p.node, "reason": p.reason, "message": p.message[:1024]}
         for p in plan.node_problems[:NODE_PROBLEMS_SHOWN]
     ]
+
+
+def upgrade_status(upgrade: UpgradeStatus | None) -> Manifest | None:
+    """status.upgrade (api/status.py UpgradeStatus); None removes it (a merge patch)."""
+    if upgrade is None:
+        return None
+    return {
+        "from": upgrade.from_image,
+        "to": upgrade.to_image,
+        "phase": upgrade.phase,
+        "nodesDone": upgrade.nodes_done,
+        "nodesTotal": upgrade.nodes_total,
+        "message": upgrade.message,
+        "since": timestamp(dt.datetime.fromtimestamp(upgrade.since, dt.UTC)),
+    }
+
+
+def upgrade_event(
+    before: UpgradeMemory | None, upgrade: UpgradeStatus | None
+) -> tuple[str, str, bool] | None:
+    """(reason, message, warning) of the Event an upgrade's new phase is worth: once
+    per phase, judged against the status.upgrade the reconcile read."""
+    if upgrade is None:
+        return None
+    if before is not None and (before.to_image, before.phase) == (upgrade.to_image, upgrade.phase):
+        return None
+    message = f"{upgrade.from_image} -> {upgrade.to_image}: {upgrade.message}"
+    return f"Upgrade{upgrade.phase}", message, upgrade.phase == REFUSED
