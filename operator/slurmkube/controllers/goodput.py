@@ -27,6 +27,7 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers import caches, handlers, lending, policy
 from slurmkube.controllers.goodput_observe import JOB_STATES, FleetInputs, snapshot
+from slurmkube.controllers.observe import NodeEntry
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.goodput.live import LiveTranslator
 from slurmkube.goodput.live_ledger import LiveLedger
@@ -121,7 +122,7 @@ def export_cluster(
     key: Key,
     raw: Manifest,
     *,
-    nodes: Mapping[str, Any],
+    nodes: Mapping[str, NodeEntry],
     workloads: tuple[Manifest, ...],
     lenders: Mapping[str, Key],
     now: float,
