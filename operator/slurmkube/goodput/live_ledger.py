@@ -39,13 +39,14 @@ class LiveLedger(GoodputLedger):
 
     def gpus_now(self) -> dict[str, int]:
         """GPUs by state at the last event or advance."""
-        return {
+        now = {
             "allocated": self._allocated,
             "idle": self._idle_free,
-            "fragmentation": self._frag_free,
-            "reserved_in_transfer": self._reserved_free,
-            "drained_down": self._unhealthy_free,
+            "frag": self._frag_free,
+            "reserved": self._reserved_free,
+            "down": self._unhealthy_free,
         }
+        return {STATES[key]: count for key, count in now.items()}
 
     def occupancy_now(self) -> float:
         """Allocated over healthy GPUs now (0 with no healthy GPU)."""
