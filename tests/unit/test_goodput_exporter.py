@@ -12,7 +12,7 @@ import pytest
 from slurmkube.api import well_known as wk
 from slurmkube.controllers import goodput as exporter
 from slurmkube.controllers import handlers
-from slurmkube.controllers.goodput_observe import slurm_gang
+from slurmkube.controllers.goodput_observe import kueue_gang, slurm_gang
 from slurmkube.controllers.observe import node_entry
 from slurmkube.goodput import Side
 from slurmkube.goodput.stranded import StrandGang, StrandNode, stranded_by_domain
@@ -285,3 +285,49 @@ STRANDED: dict[str, tuple[list[StrandNode], list[StrandGang], dict[str, int]]] =
 def test_stranded_gpus_per_domain(name: str) -> None:
     nodes, gangs, expected = STRANDED[name]
     assert stranded_by_domain(nodes, gangs) == expected
+
+
+# --- Workloads as gangs -------------------------------------------------------------------
+
+
+def test_workload_members_spread_over_its_lent_nodes() -> None:
+    raw = workload("w1", created=980, admitted=990, pods=3, gpus=4)
+    gang = kueue_gang(raw, CHECK, "ml", [("n2", 8), ("n1", 8)], now=1000.0)
+    assert gang is not None
+    assert (gang.members, gang.gpus_per_member, gang.side) == (3, 4, K)
+    assert gang.nodes == ("n1", "n1", "n2")
+    assert (gang.submitted, gang.started, gang.ended) == (980.0, 990.0, None)
+
+
+def test_workload_with_pods_of_different_sizes_is_one_gpu_members() -> None:
+    raw = workload("w1", created=980, admitted=990, pods=2, gpus=4)
+    second = {**raw["spec"]["podSets"][0], "name": "workers", "count": 1}
+    second["template"] = {
+        "spec": {"containers": [{"resources": {"requests": {wk.RESOURCE_GPU: "2"}}}]}
+    }
+    raw["spec"]["podSets"].append(second)
+    gang = kueue_gang(raw, CHECK, "ml", [("n1", 8), ("n2", 8)], now=1000.0)
+    assert gang is not None
+    assert (gang.members, gang.gpus_per_member, len(gang.nodes)) == (10, 1, 10)
+
+
+@pytest.mark.parametrize(
+    ("condition", "started", "ended"),
+    [("Evicted", None, None), ("Finished", 990.0, 995.0)],
+)
+def test_workload_evicted_or_finished(
+    condition: str, started: float | None, ended: float | None
+) -> None:
+    raw = workload("w1", created=980, admitted=990, pods=1, gpus=8)
+    stamp = at(995).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raw["status"]["conditions"].append(
+        {"type": condition, "status": "True", "lastTransitionTime": stamp}
+    )
+    gang = kueue_gang(raw, CHECK, "ml", [("n1", 8)], now=1000.0)
+    assert gang is not None
+    assert (gang.started, gang.ended) == (started, ended)
+
+
+def test_workload_without_gpus_is_no_gang() -> None:
+    raw = workload("w1", created=980, admitted=990, pods=1, gpus=0)
+    assert kueue_gang(raw, CHECK, "ml", [], now=1000.0) is None

@@ -155,7 +155,15 @@ def export_cluster(
     for gang in observed.gangs:
         # With a policy its teams' weights; without, every team seen weighs the same.
         fleet.ledger.weigh(gang.team, weights.get(gang.team, 0.0 if weights else 1.0))
-    fleet.ledger.observe_all(fleet.translator.translate(observed))
+    try:
+        fleet.ledger.observe_all(fleet.translator.translate(observed))
+    except ValueError as err:
+        # The translator keeps the ledger's events valid; should one still be refused,
+        # counting goes on afresh from this tick rather than stopping for good.
+        log.error("goodput ledger refused an event cluster=%s/%s error=%s", *key, err)
+        metrics.OBSERVE_ERRORS.labels(*key).inc()
+        EXPORTER.fleets.pop(key, None)
+        return
     fleet.ledger.advance_to(max(now, fleet.ledger.now))
     fleet.ledger.forget_ended()
     _publish(key, fleet, now)

@@ -77,7 +77,8 @@ LAST_UPDATE = Gauge(
 )
 OBSERVE_ERRORS = Counter(
     "slurmkube_goodput_observe_errors_total",
-    "Exporter ticks that could not read Slurm (the figures wait for the next).",
+    "Exporter ticks that could not read Slurm (the figures wait for the next tick) or"
+    " whose events the ledger refused (the cluster's counting starts afresh).",
     CLUSTER,
     registry=REGISTRY,
 )
