@@ -1,8 +1,11 @@
-"""The live goodput rules: promtool checks and unit-tests the plain rule file, and the
-chart's PrometheusRule carries exactly that file."""
+"""The live goodput rules and dashboard: promtool checks and unit-tests the plain rule
+file and parses the dashboard's queries, and the chart's PrometheusRule and dashboard
+ConfigMap carry exactly those files."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import slurmkube.metrics.goodput  # noqa: F401  (registers the goodput metrics)
+from slurmkube.metrics import REGISTRY
 from tests.unit.test_helm import CHART, HELM, IMAGE, of_kind, one, render, template_without_image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,3 +74,55 @@ def test_prometheus_rule_carries_the_tested_rule_file(helm: Path) -> None:
     )
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
     assert rule["metadata"]["labels"]["release"] == "kps"
+
+
+DASHBOARD = CHART / "files" / "goodput-dashboard.json"
+
+
+def dashboard_exprs() -> list[str]:
+    board = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+
+
+def test_dashboard_queries_are_valid_promql(promtool: str, tmp_path: Path) -> None:
+    """promtool parses each panel's query as a recording rule's expression."""
+    rules = [
+        {"record": f"dashboard:panel_{i}:query", "expr": e} for i, e in enumerate(dashboard_exprs())
+    ]
+    path = tmp_path / "dashboard-rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    result = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_reads_only_what_is_exported_or_recorded() -> None:
+    recorded = {
+        r["record"]
+        for g in yaml.safe_load(RULES.read_text())["groups"]
+        for r in g["rules"]
+        if "record" in r
+    }
+    exported = {
+        name
+        for collector in list(REGISTRY._collector_to_names)
+        for family in collector.describe()
+        for name in (family.name, f"{family.name}_total", f"{family.name}_bucket")
+    }
+    for expr in dashboard_exprs():
+        for name in re.findall(r"\b(?:slurmkube_\w+|\w+:\w+:\w+)\b", expr):
+            assert name in recorded | exported, (name, expr)
+
+
+def test_dashboard_is_off_by_default_and_carries_the_file(helm: Path) -> None:
+    assert not [
+        o for o in of_kind(render(helm), "ConfigMap") if "dashboard" in o["metadata"]["name"]
+    ]
+    board = one(render(helm, "--set", "metrics.grafanaDashboard.enabled=true"), "ConfigMap")
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(board["data"]["slurmkube-goodput.json"]) == json.loads(DASHBOARD.read_text())
