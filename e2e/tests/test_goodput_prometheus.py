@@ -28,6 +28,7 @@ from slurmkube_e2e.waiting import wait_gone
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "helm" / "slurmkube" / "files" / "goodput-rules.yaml"
+DASHBOARD = ROOT / "helm" / "slurmkube" / "files" / "goodput-dashboard.json"
 STARTED = "Activity 'startup' succeeded"
 
 
@@ -178,6 +179,12 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
         recorded = f"namespace_cluster:slurmkube_goodput_occupancy:ratio_rate5m{{{ns}}}"
         rate = wait_until("the recorded occupancy", lambda: scalar(prometheus, recorded))
         assert 0 < float(rate) <= 1  # type: ignore[arg-type]
+        # Every panel of the chart's dashboard answers, and finds series.
+        board = json.loads(DASHBOARD.read_text())
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"]
+                wait_until(panel["title"], lambda e=expr: query(prometheus, e), timeout=60)
         in_ctld(namespace, "scancel", running.strip(), waiting.strip())
     finally:
         kube.delete("v1", "Namespace", namespace)
