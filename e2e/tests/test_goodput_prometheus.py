@@ -6,6 +6,7 @@ the time-to-start histogram of a Slurm job mix on the operator's pods.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -183,8 +184,8 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
         board = json.loads(DASHBOARD.read_text())
         for panel in board["panels"]:
             for target in panel["targets"]:
-                expr = target["expr"]
-                wait_until(panel["title"], lambda e=expr: query(prometheus, e), timeout=60)
+                answers = functools.partial(query, prometheus, target["expr"])
+                wait_until(panel["title"], answers, timeout=60)
         in_ctld(namespace, "scancel", running.strip(), waiting.strip())
     finally:
         kube.delete("v1", "Namespace", namespace)
