@@ -12,6 +12,7 @@ import pytest
 from slurmkube.api import well_known as wk
 from slurmkube.controllers import goodput as exporter
 from slurmkube.controllers import handlers
+from slurmkube.controllers import policy as policy_controller
 from slurmkube.controllers.goodput_observe import kueue_gang, slurm_gang
 from slurmkube.controllers.observe import node_entry
 from slurmkube.goodput import Side
@@ -19,6 +20,7 @@ from slurmkube.goodput.stranded import StrandGang, StrandNode, stranded_by_domai
 from slurmkube.metrics import REGISTRY
 from slurmkube.slurm.models import Job, Node, NodeList
 from slurmkube_local.builders import NodeBuilder, cluster_docs
+from tests.unit.policy_builders import two_teams
 
 KEY = ("ns", "c1")
 CHECK = "slurm-lend"
@@ -331,3 +333,55 @@ def test_workload_evicted_or_finished(
 def test_workload_without_gpus_is_no_gang() -> None:
     raw = workload("w1", created=980, admitted=990, pods=1, gpus=0)
     assert kueue_gang(raw, CHECK, "ml", [], now=1000.0) is None
+
+
+def test_fair_share_follows_the_policy_teams_and_namespaces(
+    rest: FakeRest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # team-a (weight 2, namespace "team-a") and team-b (weight 1) hold a node each and
+    # each wait for 4 more: 32 healthy GPUs are theirs 2:1. A third account uses a node.
+    memory = policy_controller._Source(cluster_keys=("c1", 168), policy=two_teams())
+    monkeypatch.setitem(policy_controller.SOURCES, ("ns", "fleet"), memory)
+    rest.nodes = [
+        slurm_node("n1", "ALLOCATED"),
+        slurm_node("n2"),
+        slurm_node("n3"),
+        slurm_node("n4", "DOWN", "DRAIN"),
+    ]
+    rest.jobs = [
+        job(
+            1,
+            "RUNNING",
+            submit=900,
+            start=950,
+            nodes=("n1",),
+            node_count=1,
+            gpus_per_node=8,
+            account="team-b",
+        ),
+        job(
+            2,
+            "RUNNING",
+            submit=900,
+            start=950,
+            nodes=("n2",),
+            node_count=1,
+            gpus_per_node=8,
+            account="other",
+        ),
+        job(3, "PENDING", submit=900, node_count=4, gpus_per_node=8, account="team-a"),
+        job(4, "PENDING", submit=900, node_count=4, gpus_per_node=8, account="team-b"),
+    ]
+    lent = workload("w1", created=980, admitted=990, pods=1, gpus=8)
+    lent["metadata"]["namespace"] = "team-a"
+    tick(1000.0, nodes=fleet_nodes(lease="w1"), workloads=(lent,))
+    tick(1100.0, nodes=fleet_nodes(lease="w1"), workloads=(lent,))
+    share = "slurmkube_goodput_team_share_ratio"
+    assert sample(share, team="team-a", kind="entitlement") == pytest.approx(2 / 3)
+    assert sample(share, team="team-b", kind="entitlement") == pytest.approx(1 / 3)
+    assert sample(share, team="team-a", kind="usage") == pytest.approx(
+        1 / 3
+    )  # "other" used a third
+    assert sample(share, team="other", kind="usage") is None  # no entitlement, not published
+    assert sample("slurmkube_goodput_fair_share_ratio", team="team-b") == pytest.approx(1.0)
+    assert sample("slurmkube_goodput_fair_share_ratio", team="team-a") == pytest.approx(0.5)
