@@ -379,9 +379,8 @@ def test_fair_share_follows_the_policy_teams_and_namespaces(
     share = "slurmkube_goodput_team_share_ratio"
     assert sample(share, team="team-a", kind="entitlement") == pytest.approx(2 / 3)
     assert sample(share, team="team-b", kind="entitlement") == pytest.approx(1 / 3)
-    assert sample(share, team="team-a", kind="usage") == pytest.approx(
-        1 / 3
-    )  # "other" used a third
-    assert sample(share, team="other", kind="usage") is None  # no entitlement, not published
+    # "other" used a third of the GPU-seconds: its usage counts, it is owed nothing.
+    assert sample(share, team="team-a", kind="usage") == pytest.approx(1 / 3)
+    assert sample(share, team="other", kind="usage") is None
     assert sample("slurmkube_goodput_fair_share_ratio", team="team-b") == pytest.approx(1.0)
     assert sample("slurmkube_goodput_fair_share_ratio", team="team-a") == pytest.approx(0.5)
