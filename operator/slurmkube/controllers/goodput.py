@@ -29,6 +29,7 @@ from slurmkube.controllers import caches, handlers, lending, policy
 from slurmkube.controllers.goodput_observe import JOB_STATES, FleetInputs, snapshot
 from slurmkube.controllers.observe import NodeEntry
 from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.goodput import DEFAULT_HALF_LIFE_S
 from slurmkube.goodput.live import LiveTranslator
 from slurmkube.goodput.live_ledger import LiveLedger
 from slurmkube.kube.client import Kube, Manifest
@@ -106,15 +107,25 @@ async def stop_goodput(**_: Any) -> None:
         EXPORTER.task.cancel()
 
 
-def _policy_teams(key: Key) -> tuple[dict[str, float], dict[str, str]]:
-    """The allocation policy naming this cluster: team weights, namespaces -> team."""
+@dataclass(frozen=True)
+class _Teams:
+    """The allocation policy naming a cluster, as the ledger weighs teams."""
+
+    weights: dict[str, float]
+    namespaces: dict[str, str]  # namespace -> team
+    half_life_s: float = DEFAULT_HALF_LIFE_S
+
+
+def _policy_teams(key: Key) -> _Teams:
     for (namespace, _), memory in list(policy.SOURCES.items()):
         compiled, ref = memory.policy, (memory.cluster_keys or (None,))[0]
         if compiled is not None and (namespace, ref) == key:
-            weights = {str(t.name): float(t.weight) for t in compiled.teams}
-            owners = {ns: str(t.name) for t in compiled.teams for ns in t.namespaces}
-            return weights, owners
-    return {}, {}
+            return _Teams(
+                {str(t.name): float(t.weight) for t in compiled.teams},
+                {ns: str(t.name) for t in compiled.teams for ns in t.namespaces},
+                compiled.half_life_hours * 3600.0,
+            )
+    return _Teams({}, {})
 
 
 def export_cluster(
@@ -138,7 +149,7 @@ def export_cluster(
         metrics.OBSERVE_ERRORS.labels(*key).inc()
         log.info("goodput observe failed cluster=%s/%s error=%s", *key, err)
         return
-    weights, owners = _policy_teams(key)
+    teams = _policy_teams(key)
     inputs = FleetInputs(
         slurm_nodes=slurm_nodes,
         jobs=jobs,
@@ -146,15 +157,16 @@ def export_cluster(
         workloads=workloads,
         checks=frozenset(name for name, lender in lenders.items() if lender == key),
         domain_label=cluster.spec.topology.nvlink_domain_label,
-        namespace_teams=owners,
+        namespace_teams=teams.namespaces,
     )
     fleet = EXPORTER.fleets.get(key)
     if fleet is None:
-        fleet = EXPORTER.fleets[key] = _Fleet(LiveTranslator(now), LiveLedger(now))
+        ledger = LiveLedger(now, half_life_s=teams.half_life_s)
+        fleet = EXPORTER.fleets[key] = _Fleet(LiveTranslator(now), ledger)
     observed = snapshot(inputs, fleet.translator.lending_view, now)
     for gang in observed.gangs:
         # With a policy its teams' weights; without, every team seen weighs the same.
-        fleet.ledger.weigh(gang.team, weights.get(gang.team, 0.0 if weights else 1.0))
+        fleet.ledger.weigh(gang.team, teams.weights.get(gang.team, 0.0 if teams.weights else 1.0))
     try:
         fleet.ledger.observe_all(fleet.translator.translate(observed))
     except ValueError as err:
