@@ -177,6 +177,13 @@ CASES: dict[str, tuple[list[LiveSnapshot], list[tuple[str, float]]]] = {
             ("JobStarted", 2),
         ],
     ),
+    "a gang started on nodes not known yet is placed once they are": (
+        [
+            shot(5, [node("n1")], [gang("kueue/w", 1, started=3, nodes=())]),
+            shot(10, [node("n1")], [gang("kueue/w", 1, started=3, nodes=("n1",))]),
+        ],
+        [("NodeAdded", 1), ("JobSubmitted", 1), ("JobStarted", 10)],
+    ),
     "a job started and ended in the same instant places nothing": (
         [shot(5, [node("n1")], [gang("slurm/1", 1, started=3, nodes=("n1",), ended=3)])],
         [("NodeAdded", 1), ("JobSubmitted", 1), ("JobEnded", 3)],

@@ -191,6 +191,10 @@ class LiveTranslator:
             emit(JobPreempted(now if start is None else start, gang.key))
         if start is not None and start != record.started:
             emit(JobStarted(start, gang.key, gang.nodes))
+        elif start is not None and not record.placed and gang.nodes:
+            # Started with none of its nodes known then (a Workload admitted before its
+            # lease labels reached the cache): placed from now.
+            emit(JobStarted(now, gang.key, gang.nodes))
         record.started = start
         if gang.ended is not None:
             emit(JobEnded(gang.ended, gang.key))
