@@ -384,3 +384,20 @@ def test_fair_share_follows_the_policy_teams_and_namespaces(
     assert sample(share, team="other", kind="usage") is None
     assert sample("slurmkube_goodput_fair_share_ratio", team="team-b") == pytest.approx(1.0)
     assert sample("slurmkube_goodput_fair_share_ratio", team="team-a") == pytest.approx(0.5)
+
+
+def test_a_returned_node_is_reserved_until_slurm_has_it_up(rest: FakeRest) -> None:
+    rest.nodes = [slurm_node(n) for n in ("n1", "n2", "n3")] + [slurm_node("n4", "DOWN", "DRAIN")]
+    admitted = workload("w1", created=995, admitted=996, pods=1, gpus=8)
+    tick(1000.0, nodes=fleet_nodes(lease="w1"), workloads=(admitted,))
+    assert sample("slurmkube_goodput_gpus", state="allocated") == 8
+    # The workload is gone and its lease with it; slurmd is not back yet.
+    tick(1010.0, nodes=fleet_nodes())
+    assert sample("slurmkube_goodput_gpus", state="reserved_in_transfer") == 8
+    assert sample("slurmkube_goodput_gpus", state="drained_down") == 0
+    rest.nodes[3] = slurm_node("n4")
+    tick(1020.0, nodes=fleet_nodes())
+    assert sample("slurmkube_goodput_gpus", state="reserved_in_transfer") == 0
+    assert sample("slurmkube_goodput_gpus", state="idle") == 32
+    seconds = "slurmkube_goodput_gpu_seconds_total"
+    assert sample(seconds, state="reserved_in_transfer") == pytest.approx(8 * 10)
