@@ -230,7 +230,8 @@ def _operator(args: argparse.Namespace) -> int:
     import kopf
 
     # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check,
-    # node health, the allocation policy.
+    # node health, the allocation policy, the live goodput exporter.
+    import slurmkube.controllers.goodput
     import slurmkube.controllers.handlers
     import slurmkube.controllers.health
     import slurmkube.controllers.lending

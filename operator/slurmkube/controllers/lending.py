@@ -65,6 +65,9 @@ COALESCE_SECONDS = 0.05
 class _Bridge:
     # Per Node: node_fingerprint of its last event, so heartbeats do not wake the bridge.
     nodes: dict[str, int] = field(default_factory=dict)
+    # The last round's valid checks and the SlurmCluster each lends from (the goodput
+    # exporter reads it rather than asking the API server again).
+    lenders: dict[str, tuple[str, str]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
 
 
@@ -150,6 +153,7 @@ def reconcile_bridge(kube: Kube, cache: Cache) -> set[tuple[str, str]]:
     raw_workloads = cache.workloads
     checks = [check_of(kube, ac) for ac in admission_checks]
     valid = {c.name: c for c in checks if c.policy is not None and c.cluster is not None}
+    BRIDGE.lenders = {c.name: c.cluster for c in valid.values() if c.cluster is not None}
     views = workloads_of(raw_workloads, valid)
     # Workloads holding nodes under any of our checks, valid or not: a check whose
     # parameters are being fixed must not cost a running workload its nodes.

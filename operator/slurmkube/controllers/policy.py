@@ -76,6 +76,8 @@ class _Source:
     levels: dict[str, BudgetLevel] = field(default_factory=dict)
     accrued_at: float | None = None
     cluster_keys: tuple[object, ...] | None = None
+    # The last policy compiled (the goodput exporter's team weights).
+    policy: Policy | None = None
 
 
 SOURCES: dict[Key, _Source] = {}
@@ -234,6 +236,7 @@ def sync_source(
         metrics.POLICY_SYNCS.labels(namespace, name, "source_error").inc()
         log.info("policy source error source=%s/%s reason=%s", namespace, name, reason)
         return GATE_SECONDS, None
+    memory.policy = policy
     cluster, skipped = _target(kube, obj, source)
     if workloads is None:
         workloads = tuple(lending_workloads(kube))

@@ -108,6 +108,8 @@ class Settings:
     propagation_seconds: float = 90.0
     # How often an autoscaled cluster's Slurm node states are read.
     autoscale_poll_seconds: float = 2.0
+    # How often the live goodput exporter reads each cluster (controllers/goodput.py).
+    goodput_seconds: float = 15.0
     # Where the operator's scontrol lives (PATH when None).
     slurm_prefix: str | None = None
     endpoints: Endpoints = field(default_factory=ServiceEndpoints)
@@ -131,6 +133,7 @@ class Settings:
             identity=identity,
             propagation_seconds=float(env.get("SLURMKUBE_CONFIG_PROPAGATION_SECONDS", "90")),
             autoscale_poll_seconds=float(env.get("SLURMKUBE_AUTOSCALE_POLL_SECONDS", "2")),
+            goodput_seconds=float(env.get("SLURMKUBE_GOODPUT_SECONDS", "15")),
             slurm_prefix=env.get("SLURMKUBE_SLURM_PREFIX") or None,
             endpoints=endpoints,
             failpoint=env.get("SLURMKUBE_FAILPOINT", ""),

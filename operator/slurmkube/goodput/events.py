@@ -1,8 +1,9 @@
 """The event log that goodput is computed from.
 
 An event says what happened to a job or a node at time `t` (seconds, any
-epoch). The simulator emits them; a live exporter would derive them from
-Slurm and Kubernetes state changes (not built yet). Nothing here knows which.
+epoch). The simulator emits them; the operator's live exporter derives them
+from observed Slurm and Kubernetes state (`goodput/live.py`). Nothing here
+knows which.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ class NodeAdded:
     owner: Side
     pool: str = "fleet"
     transferable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoved:
+    """A node leaves the fleet (powered down, or gone from the cluster) with no job on
+    it; its GPUs count nowhere until it is added again."""
+
+    t: float
+    node: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +126,7 @@ class JobPreempted:
 
 Event = (
     NodeAdded
+    | NodeRemoved
     | NodeHealthChanged
     | NodeTransferBegan
     | NodeTransferEnded

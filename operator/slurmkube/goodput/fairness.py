@@ -35,6 +35,16 @@ class DecayedShares:
         self._entitled_since = self._start
         self._entitled_decayed: dict[str, float] = dict.fromkeys(self.weights, 0.0)
 
+    def weigh(self, team: str, weight: float) -> None:
+        """A team's weight from now on; a new team starts with no usage and no demand
+        (the live exporter learns teams as it sees them)."""
+        if team not in self.weights:
+            for sums in (self._usage, self._entitled, self._entitled_decayed):
+                sums[team] = 0.0
+            self._alloc[team] = self.demand[team] = 0
+            self._since[team] = self._now_weight
+        self.weights[team] = weight
+
     def decay_weight(self, t: float) -> float:
         # Integral of 2**((x - end)/H) from -inf to t (clamped to the window).
         t = min(max(t, self._start), self._end)

@@ -1,9 +1,9 @@
 """Goodput metrics over an event log, computed in one streaming pass.
 
 The definitions are in docs/goodput.md, with their sources; this module is
-the only implementation: the simulator uses it, and a live exporter is to use
-it too (not built yet), so both report the same numbers. Events must arrive
-in time order.
+the only implementation: the simulator and the operator's live exporter
+(`goodput/live.py`, `controllers/goodput.py`) both feed it, so both report the
+same numbers. Events must arrive in time order.
 
 Every GPU-second of a healthy node inside the window is exactly one of:
 allocated, reserved-but-unused (node in a lending or return transfer),
@@ -11,8 +11,8 @@ fragmentation (free while a queued job that could use that node's side waits),
 or idle-healthy (free and nobody could use it). GPU-seconds of free GPUs on
 drained or down nodes are drained-down waste and are not healthy.
 
-The ledger is a mutable accumulator on purpose: it is the one place where the
-metric state lives while events stream through; its result is frozen.
+A mutable accumulator on purpose (the one place the metric state lives while
+events stream through); its result is frozen.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from slurmkube.goodput.events import (
     JobSubmitted,
     NodeAdded,
     NodeHealthChanged,
+    NodeRemoved,
     NodeTransferBegan,
     NodeTransferEnded,
     Side,
@@ -40,7 +41,6 @@ from slurmkube.goodput.report import GoodputReport, StartTimes, Waste
 
 # Slurm's PriorityDecayHalfLife default (slurm.conf(5)): usage half a week ago counts half.
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
-
 
 _SIDE = {Side.SLURM: 0, Side.KUBERNETES: 1}
 
@@ -101,22 +101,19 @@ class GoodputLedger:
         self._free: dict[int, int] = {}
         self._wanted: dict[int, bool] = {}
         self._wanted_stale = False
-        self._idle_free = 0
-        self._frag_free = 0
-        self._allocated = 0
-        self._reserved_free = 0
-        self._unhealthy_free = 0
+        self._idle_free = self._frag_free = self._allocated = 0
+        self._reserved_free = self._unhealthy_free = 0
         self._sums = {"allocated": 0.0, "idle": 0.0, "down": 0.0, "reserved": 0.0, "frag": 0.0}
         self._entitlement_stale = True
         self._resolution = entitlement_resolution_s
         self._next_refresh = self._start
         self._step = series_step_s
-        self._bucket_alloc = 0.0
-        self._bucket_healthy = 0.0
+        self._bucket_alloc = self._bucket_healthy = 0.0
         self._bucket_end = self._start + series_step_s
         self._series: list[tuple[float, float]] = []
         self._handlers = {
             NodeAdded: self._node_added,
+            NodeRemoved: self._node_removed,
             NodeHealthChanged: self._node_health,
             NodeTransferBegan: self._transfer_began,
             NodeTransferEnded: self._transfer_ended,
@@ -153,6 +150,12 @@ class GoodputLedger:
         node = _NodeState(e.gpus, _SIDE[e.owner], pool, e.transferable)
         self._nodes[e.node] = node
         self._account(node, +1)
+        self._entitlement_stale = True
+
+    def _node_removed(self, e: NodeRemoved) -> None:
+        if self._nodes[e.node].allocated:
+            raise ValueError(f"node {e.node!r} removed with GPUs in use")
+        self._account(self._nodes.pop(e.node), -1)
         self._entitlement_stale = True
 
     def _node_health(self, e: NodeHealthChanged) -> None:

@@ -119,6 +119,7 @@ class Job:
     gpus_allocated: int = 0
     submit_time: datetime | None = None
     start_time: datetime | None = None
+    end_time: datetime | None = None  # of a finished job; while running, its time limit's
     time_limit: timedelta | None = None  # None: no limit
     # `scontrol requeue` takes only batch jobs that allow it (sbatch --requeue, or
     # slurm.conf JobRequeue=1, the default); unknown reads as not requeueable.

@@ -118,6 +118,7 @@ class _JobJson(_Edge):
     gres_detail: tuple[str, ...] = ()
     submit_time: Number = None
     start_time: Number = None
+    end_time: Number = None
     time_limit: Number = None  # minutes
     batch_flag: bool = False
     requeue: bool = False
@@ -322,6 +323,7 @@ def _job(j: _JobJson) -> Job:
         gpus_allocated=sum(gres_gpus(d) for d in j.gres_detail),
         submit_time=_time(j.submit_time),
         start_time=_time(j.start_time),
+        end_time=_time(j.end_time),
         time_limit=timedelta(minutes=j.time_limit) if j.time_limit is not None else None,
         batch=j.batch_flag,
         requeue=j.requeue,
