@@ -31,7 +31,8 @@ from slurmkube.plan.upgrade_slurmd import NodeSetNodes
 from slurmkube_local.local_slurm import free_ports
 
 from .conftest import Podman
-from .test_images_smoke import CONTROLLER, NODE, SLURM_UID, rendered, wait_until, write_files
+from .slurm_stack import CONTROLLER, SLURM_UID, rendered, wait_until, write_files
+from .test_images_smoke import NODE
 
 FIRST_JOB_SECONDS = 45
 
@@ -55,7 +56,7 @@ class Cluster:
         self.conf_server = f"127.0.0.1:{ctl_port}"
         keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
         self.etc = write_files(
-            tmp_path / "etc", {**rendered(ctl_port, node_port), **keys}, SLURM_UID
+            tmp_path / "etc", {**rendered(ctl_port, {NODE: node_port}, "24.11"), **keys}, SLURM_UID
         )
         self.key_only = write_files(tmp_path / "key", {"slurm.key": keys["slurm.key"]}, SLURM_UID)
         self.state = tmp_path / "state"  # the PVC: kept across slurmctld's replacement
