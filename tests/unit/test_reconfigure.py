@@ -51,11 +51,13 @@ def test_reconfigure_waits_a_window_after_every_configmap_change(
     ("loaded", "since"),
     [
         (EPOCH - dt.timedelta(seconds=1), False),
-        # Slurm prints whole seconds: a load in the second of the write counts.
-        (EPOCH.replace(microsecond=0), True),
+        # Slurm prints whole seconds: a load in the second of the write may have
+        # read the old files, so only a later second counts.
+        (EPOCH.replace(microsecond=0), False),
+        (EPOCH.replace(microsecond=0) + dt.timedelta(seconds=1), True),
         (EPOCH + dt.timedelta(seconds=2), True),
     ],
-    ids=["before-the-write", "same-second", "after"],
+    ids=["before-the-write", "same-second", "next-second", "after"],
 )
 def test_a_config_counts_as_loaded_only_after_the_configmap_was_written(
     loaded: dt.datetime, since: bool

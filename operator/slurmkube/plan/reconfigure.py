@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 
@@ -109,8 +109,9 @@ def topologies_shown(
 def loaded_since(clock: ConfigClock, loaded_at: datetime) -> bool:
     """Did slurmctld re-read its files after the ConfigMap got this hash?
 
-    `Configuration data as of` has whole seconds: a load in the second of the
-    write counts. The topology check (`topology_shown`) covers what a coarse
-    clock cannot: someone else's reconfigure in that second, before the files landed.
+    `Configuration data as of` has whole seconds, so a load in the second of the
+    write does not count: it may be another reconfigure that read the old files
+    (the operator-kill e2e saw Ready with the previous partition MaxTime). Such a
+    change is confirmed by the next load, or the backstop reconfigure.
     """
-    return loaded_at >= clock.written_at.replace(microsecond=0)
+    return loaded_at >= clock.written_at.replace(microsecond=0) + timedelta(seconds=1)
