@@ -386,6 +386,38 @@ def test_a_pod_with_an_unknown_image_gets_a_clear_event_and_status(
     assert "runtime-agent: pid" in runtime("status")
 
 
+def test_a_pod_whose_slurm_image_is_not_built_waits_with_err_image_pull(
+    kube: Kube, namespace: str, runtime_up: None
+) -> None:
+    # A tag outside the host build's series runs the built image, if there is one.
+    image = "slurmkube/slurm:26.99.0"
+    main = {"name": "main", "image": image, "args": ["slurmd", "-V"]}
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "unbuilt"},
+            "spec": {**ON_LOCAL_NODES, "containers": [main]},
+        },
+        namespace=namespace,
+    )
+    pod = wait_for(
+        kube,
+        "v1",
+        "Pod",
+        "unbuilt",
+        lambda p: any(
+            (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
+            for s in (p.get("status") or {}).get("containerStatuses") or []
+        ),
+        namespace=namespace,
+        what="waiting with ErrImagePull",
+    )
+    message = pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert f'"{image}" is not built' in message and "make images" in message
+    assert pod["status"]["phase"] == "Pending"
+
+
 def _pid_namespace(pid: int) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/pid")
