@@ -6,8 +6,8 @@ own (`local-0..local-7`). Every pod bound to them gets a sandbox: a network,
 mount, UTS, IPC and PID namespace with its own address on a bridge the agent
 made, a root filesystem (the local Slurm build plus the host's /usr, or a
 built image's own files for tags outside 24.11), and the pod's volumes, env
-and hostname; its containers run as processes in that sandbox. It is test infrastructure (docs/local-runtime.md), never part of
-the operator.
+and hostname; its containers run as processes in that sandbox. It is test
+infrastructure (docs/local-runtime.md), never part of the operator.
 
 Modules, from pure to effectful:
   layout     paths, names, the subnet: one place so the agent and the CLI agree
