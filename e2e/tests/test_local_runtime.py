@@ -348,6 +348,22 @@ def test_deleting_a_slurmd_pod_runs_its_prestop_and_the_process_exits(
     assert not sandbox_dir.exists()
 
 
+def wait_err_image_pull(kube: Kube, namespace: str, name: str) -> Manifest:
+    """The pod, once a container of it waits with ErrImagePull."""
+    return wait_for(
+        kube,
+        "v1",
+        "Pod",
+        name,
+        lambda p: any(
+            (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
+            for s in (p.get("status") or {}).get("containerStatuses") or []
+        ),
+        namespace=namespace,
+        what="waiting with ErrImagePull",
+    )
+
+
 def test_a_pod_with_an_unknown_image_gets_a_clear_event_and_status(
     kube: Kube, namespace: str, runtime_up: None
 ) -> None:
@@ -360,18 +376,7 @@ def test_a_pod_with_an_unknown_image_gets_a_clear_event_and_status(
         },
         namespace=namespace,
     )
-    pod = wait_for(
-        kube,
-        "v1",
-        "Pod",
-        "stranger",
-        lambda p: any(
-            (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
-            for s in (p.get("status") or {}).get("containerStatuses") or []
-        ),
-        namespace=namespace,
-        what="waiting with ErrImagePull",
-    )
+    pod = wait_err_image_pull(kube, namespace, "stranger")
     assert pod["status"]["phase"] == "Pending"
     waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
     assert "busybox:1.36" in waiting["message"] and rt.IMAGE_REPOSITORY in waiting["message"]
@@ -401,18 +406,7 @@ def test_a_pod_whose_slurm_image_is_not_built_waits_with_err_image_pull(
         },
         namespace=namespace,
     )
-    pod = wait_for(
-        kube,
-        "v1",
-        "Pod",
-        "unbuilt",
-        lambda p: any(
-            (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
-            for s in (p.get("status") or {}).get("containerStatuses") or []
-        ),
-        namespace=namespace,
-        what="waiting with ErrImagePull",
-    )
+    pod = wait_err_image_pull(kube, namespace, "unbuilt")
     message = pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     assert f'"{image}" is not built' in message and "make images" in message
     assert pod["status"]["phase"] == "Pending"
