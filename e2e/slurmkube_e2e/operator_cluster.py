@@ -117,8 +117,11 @@ def _runtime(*argv: str) -> str:
 
 
 def in_pod(namespace: str, pod: str, *argv: str) -> str:
-    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere)."""
-    return _runtime("exec", "-n", namespace, pod, "--", *argv)
+    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere).
+
+    In /tmp: a job submitted here runs in the same directory on its nodes and
+    writes its output there, which the image's user 401 may (not so in `/`)."""
+    return _runtime("exec", "-n", namespace, pod, "--workdir", "/tmp", "--", *argv)
 
 
 def pod_log(namespace: str, pod: str, container: str) -> str:

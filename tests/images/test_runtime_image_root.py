@@ -12,6 +12,7 @@ runtimes extracting one image at once extract it once.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -109,6 +110,10 @@ def test_the_pod_has_its_volumes_devices_hostname_and_own_etc(
     assert "image-root-pod" in out
     assert "nvidia0" in out and "nvidia1" in out
     assert "10.0.0.9" in out
+    # `exec --workdir`, as the e2e helpers run Slurm commands: there, as the user.
+    argv = pod.enter(["sh", "-c", "pwd; touch mine"], (401, 401), "/tmp")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout.strip() == "/tmp"
 
 
 def test_writes_in_the_pod_stay_in_its_own_layer(pod: sandbox.Sandbox, root: ImageRoot) -> None:

@@ -133,15 +133,21 @@ class Sandbox:
         return Path(self.dir) / "rootfs"
 
     def enter(
-        self, argv: Sequence[str], run_as: tuple[int | None, int | None] = (None, None)
+        self,
+        argv: Sequence[str],
+        run_as: tuple[int | None, int | None] = (None, None),
+        workdir: str | None = None,
     ) -> list[str]:
-        """argv as run inside the pod (all its namespaces, its root and cwd)."""
+        """argv as run inside the pod (all its namespaces, its root, and its cwd or `workdir`)."""
         uid, gid = run_as
         cmd = ["nsenter", "-t", str(self.init_pid), "-n", "-m", "-u", "-i", "-p", "-r", "-w"]
         if gid is not None:
             cmd += ["-G", str(gid)]
         if uid is not None:
             cmd += ["-S", str(uid)]
+        if workdir:
+            # Not nsenter's --wd=DIR: it opens DIR before it enters the pod's root.
+            argv = ["/bin/sh", "-c", 'cd "$0" && exec "$@"', workdir, *argv]
         return [*cmd, "--", *argv]
 
     def alive(self) -> bool:
@@ -469,10 +475,8 @@ def start_process(
     workdir: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """A container's main process in the sandbox; stdout and stderr to log."""
-    if workdir:
-        argv = ["/bin/sh", "-c", 'cd "$0" && exec "$@"', workdir, *argv]
     return subprocess.Popen(
-        sandbox.enter(argv, run_as),
+        sandbox.enter(argv, run_as, workdir),
         env=dict(env),
         stdin=subprocess.DEVNULL,
         stdout=log,
