@@ -160,6 +160,7 @@ def exec_argv(
     name: str,
     container: str | None,
     command: list[str],
+    *,
     workdir: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """nsenter argv and env that run command in the pod as its container would
@@ -204,7 +205,7 @@ def dispatch(args: argparse.Namespace) -> int:
             if not cmd:
                 raise CliError("exec needs a command: exec -n NS POD -- CMD")
             argv, env = exec_argv(
-                layout, args.namespace, args.pod, args.container, cmd, args.workdir
+                layout, args.namespace, args.pod, args.container, cmd, workdir=args.workdir
             )
             sys.stdout.flush()
             os.execvpe(argv[0], argv, env)
