@@ -12,6 +12,7 @@ runtimes extracting one image at once extract it once.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import subprocess
 import threading
 import uuid
@@ -139,6 +140,7 @@ def test_two_runtimes_extract_one_image_once(root: ImageRoot, tmp_path: Path) ->
         root.image_id,
         f"{root.image_id}.lock",
     ]
+    shutil.rmtree(layout.image_roots)  # 200 MB; pytest keeps old tmp_paths
 
 
 def test_an_image_that_is_not_built_names_make_images() -> None:
