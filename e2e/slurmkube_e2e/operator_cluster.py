@@ -121,7 +121,7 @@ def in_pod(namespace: str, pod: str, *argv: str) -> str:
 
     In /tmp: a job submitted here runs in the same directory on its nodes and
     writes its output there, which the image's user 401 may (not so in `/`)."""
-    return _runtime("exec", "-n", namespace, pod, "--workdir", "/tmp", "--", *argv)
+    return _runtime("exec", "-n", namespace, "--workdir", "/tmp", pod, "--", *argv)
 
 
 def pod_log(namespace: str, pod: str, container: str) -> str:
