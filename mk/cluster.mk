@@ -47,10 +47,12 @@ cluster-down: venv
 cluster-status: venv
 	@$(E2E_TOOL) status
 
-# The real-node tests run under `make test-real-nodes` (not yet in `make test`).
+# The real-node tests run under `make test-real-nodes` (not yet in `make test`);
+# the full fault-injection suite (marker chaos) under `make chaos` (mk/chaos.mk).
 e2e-local: cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
-		$(PY) -m pytest e2e/tests -q --ignore=e2e/tests/test_real_nodes.py $(E2E_PYTEST_ARGS) \
+		$(PY) -m pytest e2e/tests -q --ignore=e2e/tests/test_real_nodes.py -m "not chaos" \
+		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc

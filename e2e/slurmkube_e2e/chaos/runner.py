@@ -1,0 +1,141 @@
+"""Runs faults one after another against a live SlurmCluster and writes the
+report: after each fault the convergence wait, the jobs lost since the last
+check, the leaks; slurmd pods and (with two operators) leadership are sampled
+the whole time. A fault that leaves the cluster unconverged stops the run."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from slurmkube_e2e.chaos.checks import PodSampler, leaks, wait_converged
+from slurmkube_e2e.chaos.faults import FAULTS, Chaos
+from slurmkube_e2e.chaos.records import JobRecord, newly_lost, not_completed
+from slurmkube_e2e.chaos.report import ChaosReport, FaultReport, markdown_table
+from slurmkube_e2e.replicas import Replica, Sampler
+
+CONVERGE_SECONDS = 300
+# Every job of the mix ends within this once no more are submitted.
+DRAIN_QUEUE_SECONDS = 400
+# The subset inside `make test`: the two faults a busy node meets most.
+SUBSET = ("busy_node_drained", "busy_node_relabelled")
+
+
+def report_path(root: Path, default: str = "chaos-report.json") -> Path:
+    """SLURMKUBE_CHAOS_REPORT, else .run/<default> of the checkout."""
+    return Path(os.environ.get("SLURMKUBE_CHAOS_REPORT") or root / ".run" / default)
+
+
+def chosen_faults() -> list[str]:
+    """SLURMKUBE_CHAOS_FAULTS=a,b runs those (in the suite's order), else every fault."""
+    wanted = [f for f in os.environ.get("SLURMKUBE_CHAOS_FAULTS", "").split(",") if f]
+    unknown = sorted(set(wanted) - set(FAULTS))
+    if unknown:
+        raise ValueError(f"SLURMKUBE_CHAOS_FAULTS: unknown {unknown}; known: {list(FAULTS)}")
+    return [f for f in FAULTS if f in wanted] if wanted else list(FAULTS)
+
+
+def _error(err: BaseException) -> str:
+    tail = "".join(traceback.format_exception(err)[-3:])
+    return f"{type(err).__name__}: {err}"[:1500] + f"\n{tail[-1500:]}"
+
+
+def run_fault(
+    ctx: Chaos, name: str, pods: PodSampler, counted: set[str], budgets: set[str]
+) -> FaultReport:
+    rep = FaultReport(name)
+    pods.fault = name
+    settled = None
+    try:
+        if name != "cluster_deleted_and_recreated":
+            ctx.jobs.top_up()
+        settled = FAULTS[name](ctx, rep)
+    except Exception as err:  # the fault could not finish: reported, then converge
+        rep.error = _error(err)
+    rep.converge_seconds, why = wait_converged(
+        ctx.kube, ctx.namespace, ctx.replicas, CONVERGE_SECONDS, settled
+    )
+    if why:
+        rep.observations.append(f"not converged after {CONVERGE_SECONDS}s: {why}")
+    try:
+        lost = newly_lost(ctx.jobs.records(), ctx.jobs.specs, counted)
+        rep.jobs_lost = lost
+        counted.update(j.job_id for j in lost)
+        rep.leaks = leaks(ctx.kube, ctx.namespace, budgets)
+    except Exception as err:  # Slurm unreadable after the fault: that is the finding
+        rep.error = (rep.error or "") + "\nchecks: " + _error(err)
+    rep.duplicate_pods = sorted(pods.duplicates.get(name, ()))
+    return rep
+
+
+def run_chaos(
+    ctx: Chaos,
+    faults: Sequence[str],
+    seed: int,
+    out: Path,
+    pair: list[Replica] | None = None,
+) -> ChaosReport:
+    report = ChaosReport(seed)
+    pods = PodSampler(ctx.kube, ctx.namespace)
+    leaders = Sampler(pair, interval=0.25) if pair else None
+    budgets = {
+        pdb["metadata"]["name"]
+        for pdb in ctx.kube.list("policy/v1", "PodDisruptionBudget", namespace=ctx.namespace)
+    }
+    counted: set[str] = set()
+    pods.start()
+    if leaders is not None:
+        leaders.start()
+    try:
+        for name in faults:
+            started = time.monotonic()
+            rep = run_fault(ctx, name, pods, counted, budgets)
+            report.faults.append(rep)
+            print(f"chaos: {name} passed={rep.passed} in {time.monotonic() - started:.0f}s")
+            write(report, ctx, out, leaders)
+            if rep.converge_seconds is None:
+                report.error = f"{name}: the cluster did not converge; later faults not run"
+                break
+        pods.fault = "end"
+        left = ctx.jobs.wait_ended(set(ctx.jobs.specs), DRAIN_QUEUE_SECONDS)
+        report.lost_at_end = [
+            r
+            for r in not_completed(_settled_records(ctx), ctx.jobs.specs)
+            if r.job_id not in counted
+        ]
+        if left:
+            report.error = (report.error or "") + f" jobs {sorted(left)} never ended"
+    except Exception as err:
+        report.error = _error(err)
+    finally:
+        pods.done.set()
+        if leaders is not None:
+            leaders.done.set()
+            leaders.join(5)
+        write(report, ctx, out, leaders)
+    return report
+
+
+def _settled_records(ctx: Chaos, timeout: float = 120) -> dict[str, JobRecord]:
+    """Records once sacct shows every job ended (it writes asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = ctx.jobs.records()
+        if all(r.ended for r in records.values()) and len(records) == len(ctx.jobs.specs):
+            return dict(records)
+        if time.monotonic() > deadline:
+            return dict(records)
+        time.sleep(5)
+
+
+def write(report: ChaosReport, ctx: Chaos, out: Path, leaders: Sampler | None) -> None:
+    report.jobs_submitted = len(ctx.jobs.specs)
+    if leaders is not None:
+        report.leader_samples = leaders.samples
+        report.two_leader_samples = len(leaders.overlaps)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.to_json() + "\n")
+    out.with_suffix(".md").write_text(markdown_table(report) + "\n")
