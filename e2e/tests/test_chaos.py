@@ -56,7 +56,7 @@ def test_a_busy_node_refuses_eviction_and_is_held_when_relabelled(
     ready_cluster(kube, namespace, timeout=240)
     rng = random.Random(seed())
     jobs = JobBook(
-        namespace, rng, max_nodes=2, accounted=False, seconds=(30, 50), pending=1, outstanding=3
+        namespace, rng, max_nodes=2, accounted=False, seconds=(60, 75), pending=1, outstanding=3
     )
     ctx = Chaos(kube, namespace, rng, jobs, NODES, [operator], api_server=None)
     out = report_path(ROOT, "chaos-subset-report.json")
@@ -78,7 +78,7 @@ def test_no_fault_loses_a_job_or_leaks(
     local = kubeconfig.resolve() == layout.kubeconfig.resolve()
     with accounted_cluster(kube, database, "e2e-chaos", replicas=NODES) as namespace:
         rng = random.Random(seed())
-        jobs = JobBook(namespace, rng, max_nodes=3, accounted=True)
+        jobs = JobBook(namespace, rng, max_nodes=3, accounted=True, outstanding=6)
         ctx = Chaos(
             kube,
             namespace,

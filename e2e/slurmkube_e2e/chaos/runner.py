@@ -11,13 +11,15 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from slurmkube_e2e.chaos.checks import PodSampler, leaks, wait_converged
+from slurmkube_e2e.chaos.checks import PodSampler, leaks, slurm_nodes, wait_converged
 from slurmkube_e2e.chaos.faults import FAULTS, Chaos
+from slurmkube_e2e.chaos.jobs import ctld
 from slurmkube_e2e.chaos.records import JobRecord, newly_lost, not_completed
 from slurmkube_e2e.chaos.report import ChaosReport, FaultReport, markdown_table
 from slurmkube_e2e.replicas import Replica, Sampler
 
 CONVERGE_SECONDS = 300
+REPAIR_SECONDS = 120
 # Every job of the mix ends within this once no more are submitted.
 DRAIN_QUEUE_SECONDS = 400
 # The subset inside `make test`: the two faults a busy node meets most.
@@ -45,7 +47,8 @@ def _error(err: BaseException) -> str:
 
 def run_fault(
     ctx: Chaos, name: str, pods: PodSampler, counted: set[str], budgets: set[str]
-) -> FaultReport:
+) -> tuple[FaultReport, bool]:
+    """The fault's report, and whether the cluster is usable for the next one."""
     rep = FaultReport(name)
     pods.fault = name
     settled = None
@@ -58,8 +61,13 @@ def run_fault(
     rep.converge_seconds, why = wait_converged(
         ctx.kube, ctx.namespace, ctx.replicas, CONVERGE_SECONDS, settled
     )
+    usable = not why
     if why:
         rep.observations.append(f"not converged after {CONVERGE_SECONDS}s: {why}")
+        try:
+            usable = repair(ctx, rep)
+        except Exception as err:
+            rep.observations.append(f"repair failed: {_error(err)}")
     try:
         lost = newly_lost(ctx.jobs.records(), ctx.jobs.specs, counted)
         rep.jobs_lost = lost
@@ -68,7 +76,20 @@ def run_fault(
     except Exception as err:  # Slurm unreadable after the fault: that is the finding
         rep.error = (rep.error or "") + "\nchecks: " + _error(err)
     rep.duplicate_pods = sorted(pods.duplicates.get(name, ()))
-    return rep
+    return rep, usable
+
+
+def repair(ctx: Chaos, rep: FaultReport) -> bool:
+    """What an admin would do after a fault the cluster did not recover from by
+    itself (the fault has failed already): resume nodes left down or drained, so
+    the faults after it still find a working cluster."""
+    for node, (state, reason) in sorted(slurm_nodes(ctx.namespace).items()):
+        if any(word in state for word in ("down", "drain", "fail")):
+            ctld(ctx.namespace, "scontrol", "update", f"nodename={node}", "state=resume")
+            rep.observations.append(f"resumed {node} ({state}: {reason}) by hand")
+    _, why = wait_converged(ctx.kube, ctx.namespace, ctx.replicas, REPAIR_SECONDS)
+    rep.observations.append(f"after the repair: {why or 'converged'}")
+    return not why
 
 
 def run_chaos(
@@ -92,11 +113,11 @@ def run_chaos(
     try:
         for name in faults:
             started = time.monotonic()
-            rep = run_fault(ctx, name, pods, counted, budgets)
+            rep, usable = run_fault(ctx, name, pods, counted, budgets)
             report.faults.append(rep)
             print(f"chaos: {name} passed={rep.passed} in {time.monotonic() - started:.0f}s")
             write(report, ctx, out, leaders)
-            if rep.converge_seconds is None:
+            if not usable:
                 report.error = f"{name}: the cluster did not converge; later faults not run"
                 break
         pods.fault = "end"
