@@ -18,7 +18,7 @@ from slurmkube_e2e.operator_cluster import API, LOCAL
 from slurmkube_e2e.waiting import condition, has_condition
 
 SLURMD = "app.kubernetes.io/name=slurmd"
-IN_SERVICE = frozenset({"idle", "allocated", "mixed", "completing"})
+IN_SERVICE = frozenset({"idle", "allocated", "mixed", "completing", "planned"})
 LOCAL_NODES = ",".join(f"{k}={v}" for k, v in LOCAL.items())
 
 
@@ -130,7 +130,7 @@ class PodSampler(threading.Thread):
 
     def __init__(self, kube: Kube, namespace: str, interval: float = 1.0) -> None:
         super().__init__(daemon=True)
-        self.kube = kube
+        self.kube = Kube(kube.kubeconfig)  # its own client: the suite's is not shared
         self.namespace = namespace
         self.interval = interval
         self.fault = "setup"
