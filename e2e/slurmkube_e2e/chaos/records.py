@@ -12,20 +12,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-# Ended, and not by the job's own doing.
-LOST_STATES = frozenset(
-    {
-        "BOOT_FAIL",
-        "CANCELLED",
-        "DEADLINE",
-        "FAILED",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "PREEMPTED",
-        "REVOKED",
-        "TIMEOUT",
-    }
-)
+from slurmkube.plan.health_state import JOB_FAILED_STATES
+
+# Ended, and not by the job's own doing (the states the health checks count as
+# a failed job, and a revoked federation sibling).
+LOST_STATES = JOB_FAILED_STATES | {"REVOKED"}
 ENDED_WELL = "COMPLETED"
 NO_RECORD = "(no record)"
 
