@@ -226,15 +226,15 @@ def busy_node_relabelled(ctx: Chaos, rep: FaultReport) -> Settled:
                 rep.observations.append(f"{node} {state} ({reason}) {ctx.since(started)} later")
             assert time.monotonic() - started < job.seconds_left + 120, "job did not end"
             time.sleep(2)
+        ended = time.monotonic()
         if not drained:
             rep.violations.append(f"{node} never drained while its job ran")
-        await_job(ctx, rep, job)
-        ended = time.monotonic()
         try:
             wait_gone(ctx.kube, "v1", "Pod", pod["metadata"]["name"], namespace=ctx.namespace)
             rep.observations.append(f"its slurmd pod removed {ctx.since(ended)} after the job")
         except AssertionError:
             rep.violations.append("the slurmd pod of the relabelled node stayed after its job")
+        await_job(ctx, rep, job)
     finally:
         label_node(ctx.kube, node, LOCAL[next(iter(LOCAL))])
     return None

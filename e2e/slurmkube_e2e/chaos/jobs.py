@@ -123,13 +123,13 @@ class JobBook:
         return out
 
     def victim(self, min_seconds_left: int, timeout: float = 180) -> RunningJob:
-        """A running job of ours with at least `min_seconds_left` to go (seeded
-        choice), topping the mix up while none has."""
+        """The running job of ours with the least time left that is at least
+        `min_seconds_left` (faults wait for it), topping the mix up while none has."""
         deadline = time.monotonic() + timeout
         while True:
             fit = [r for r in self.running() if r.seconds_left >= min_seconds_left]
             if fit:
-                return self.rng.choice(sorted(fit, key=lambda r: int(r.job_id)))
+                return min(fit, key=lambda r: (r.seconds_left, int(r.job_id)))
             assert time.monotonic() < deadline, (
                 f"no job with {min_seconds_left}s left ran within {timeout:.0f}s"
             )
