@@ -78,10 +78,14 @@ def final_record(ctx: Chaos, job: str, timeout: float = 90) -> JobRecord | None:
 
 
 def await_job(ctx: Chaos, rep: FaultReport, job: RunningJob, slack: float = 120) -> None:
-    """Wait for the job to end and say how."""
+    """Wait for the job to end and say how. One Slurm still shows running well
+    after its sleep ended is a ghost (its processes died unseen): it would hold
+    its nodes until its time limit, so it is cancelled, and counted lost."""
     if ctx.jobs.wait_ended({job.job_id}, job.seconds_left + slack):
-        rep.violations.append(f"job {job.job_id} still queued {job.seconds_left + slack:.0f}s on")
-        return
+        rep.violations.append(
+            f"job {job.job_id} still running {slack:.0f}s after its end: a ghost, cancelled"
+        )
+        ctld(ctx.namespace, "scancel", job.job_id)
     record = final_record(ctx, job.job_id)
     rep.observations.append(
         f"job {job.job_id} ended {record.state if record else '(no record)'}"
