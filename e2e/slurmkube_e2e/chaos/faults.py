@@ -102,6 +102,18 @@ def node_shape(namespace: str, node: str) -> dict[str, str]:
     return dict(_SHAPE.findall(out))
 
 
+def operator_drained(ctx: Chaos, rep: FaultReport, node: str, started: float) -> bool:
+    """Whether the operator has drained the node (its reason prefix); any drain
+    is reported the first time it is seen (Slurm drains too, e.g. Duplicate jobid)."""
+    state, reason = slurm_nodes(ctx.namespace).get(node, ("", ""))
+    if "drain" not in state:
+        return False
+    seen = f"{node} {state} ({reason})"
+    if not any(o.startswith(seen) for o in rep.observations):
+        rep.observations.append(f"{seen} {ctx.since(started)} later")
+    return wk.is_ours(reason)
+
+
 def set_max_time(ctx: Chaos, max_time: str) -> None:
     cluster = ctx.kube.get(API, "SlurmCluster", CLUSTER, namespace=ctx.namespace)
     assert cluster is not None
@@ -224,10 +236,7 @@ def busy_node_relabelled(ctx: Chaos, rep: FaultReport) -> Settled:
             now = node_shape(ctx.namespace, node)
             if now != shape and f"shape changed: {now}" not in rep.violations:
                 rep.violations.append(f"shape changed: {now}")
-            state, reason = slurm_nodes(ctx.namespace).get(node, ("", ""))
-            if "drain" in state and not drained:
-                drained = True
-                rep.observations.append(f"{node} {state} ({reason}) {ctx.since(started)} later")
+            drained = drained or operator_drained(ctx, rep, node, started)
             assert time.monotonic() - started < job.seconds_left + 120, "job did not end"
             time.sleep(2)
         ended = time.monotonic()
@@ -262,10 +271,7 @@ def busy_node_gpu_drop(ctx: Chaos, rep: FaultReport) -> Settled:
                 "v1", "Node", node, {"status": {"allocatable": {GPU: str(gpus - 1)}}}
             )
             rep.injected = True
-            state, reason = slurm_nodes(ctx.namespace).get(node, ("", ""))
-            if "drain" in state and not drained:
-                drained = True
-                rep.observations.append(f"{node} {state} ({reason}) {ctx.since(started)} later")
+            drained = drained or operator_drained(ctx, rep, node, started)
             now = node_shape(ctx.namespace, node)
             if now != shape and f"shape changed: {now}" not in rep.violations:
                 rep.violations.append(f"shape changed: {now}")

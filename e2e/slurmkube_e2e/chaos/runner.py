@@ -20,6 +20,7 @@ from slurmkube_e2e.replicas import Replica, Sampler
 
 CONVERGE_SECONDS = 300
 REPAIR_SECONDS = 120
+SETTLE_SECONDS = 15
 # Every job of the mix ends within this once no more are submitted.
 DRAIN_QUEUE_SECONDS = 400
 # The subset inside `make test`: the two faults a busy node meets most.
@@ -68,6 +69,9 @@ def run_fault(
             usable = repair(ctx, rep)
         except Exception as err:
             rep.observations.append(f"repair failed: {_error(err)}")
+    # Slurm acts on some faults after the cluster looks converged (a restarted
+    # slurmctld relaunching a job it lost track of, then requeueing it).
+    time.sleep(SETTLE_SECONDS)
     try:
         lost = newly_lost(ctx.jobs.records(), ctx.jobs.specs, counted)
         rep.jobs_lost = lost
