@@ -38,6 +38,10 @@ SACCT = {
         JobRecord("10", "COMPLETED", "0:0", "local-2", requeued=True),
     ),
     "pending": ("11|PENDING|0:0|None assigned", JobRecord("11", "PENDING", "0:0", "None assigned")),
+    "id handed out twice": (
+        "12|PENDING|0:0|None assigned\n12|COMPLETED|0:0|local-[0-2]",
+        JobRecord("12", "COMPLETED", "0:0", "local-[0-2]"),
+    ),
 }
 
 

@@ -388,6 +388,9 @@ def cluster_deleted_and_recreated(ctx: Chaos, rep: FaultReport) -> Settled:
     """With the queue empty, two 2-node jobs of 45 s run; the SlurmCluster is
     deleted (deletionPolicy Drain): it must wait, drained, until they end, then go;
     then it is created again with the same spec."""
+    held = ctx.jobs.cancel_held()
+    if held:
+        rep.observations.append(f"cancelled jobs {held}, held after a failed launch")
     left = ctx.jobs.wait_ended(set(ctx.jobs.specs), 480)
     assert not left, f"jobs {sorted(left)} still queued before the deletion"
     size = max(1, ctx.replicas // 2)
@@ -413,7 +416,7 @@ def cluster_deleted_and_recreated(ctx: Chaos, rep: FaultReport) -> Settled:
             waiting = ctx.since(started)
             rep.observations.append(f"Deleting/WaitingForJobs {waiting} later")
         with contextlib.suppress(AssertionError):  # slurmctld going with the cluster
-            last = {j for j, _, _, _ in ctx.jobs.queue(retry_for=0)} & victims
+            last = {q.job_id for q in ctx.jobs.queue(retry_for=0)} & victims
         assert time.monotonic() - started < 300, "the SlurmCluster was not deleted in 300s"
         time.sleep(1)
     rep.observations.append(f"SlurmCluster gone {ctx.since(started)} after the delete")

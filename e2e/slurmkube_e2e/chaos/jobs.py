@@ -33,6 +33,17 @@ def job_mix(
 
 
 @dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """A row of `squeue -o %i|%T|%N|%M|%r`."""
+
+    job_id: str
+    state: str
+    nodes: str
+    elapsed: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     job_id: str
     nodes: tuple[str, ...]
@@ -76,6 +87,8 @@ class JobBook:
         self.outstanding = outstanding  # at most this many queued or running
         self.specs: dict[str, JobSpec] = {}
         self.seen: dict[str, JobRecord] = {}
+        # Jobs whose id slurmctld handed out again: it forgot them (state lost).
+        self.vanished: list[str] = []
 
     def submit(self, spec: JobSpec) -> str:
         # srun: every node of the allocation runs a step, so losing any node shows.
@@ -88,11 +101,14 @@ class JobBook:
             "--wrap",
             f"srun sleep {spec.seconds}",
         ).strip()
+        if job in self.specs:
+            self.vanished.append(job)
+            self.seen.pop(job, None)
         self.specs[job] = spec
         return job
 
-    def queue(self, retry_for: float = 90) -> list[tuple[str, str, str, str]]:
-        """(job, state, nodes, elapsed) of our jobs slurmctld still queues or runs."""
+    def queue(self, retry_for: float = 90) -> list[QueuedJob]:
+        """Our jobs slurmctld still queues or runs."""
         out = ctld(
             self.namespace,
             "squeue",
@@ -100,26 +116,34 @@ class JobBook:
             "-n",
             JOB_NAME,
             "-o",
-            "%i|%T|%N|%M",
+            "%i|%T|%N|%M|%r",
             retry_for=retry_for,
         )
-        rows = [line.split("|") for line in out.splitlines() if line.count("|") == 3]
-        return [(j, s, n, m) for j, s, n, m in rows if j in self.specs]
+        rows = [line.split("|") for line in out.splitlines() if line.count("|") == 4]
+        return [QueuedJob(*row) for row in rows if row[0] in self.specs]
+
+    def cancel_held(self) -> list[str]:
+        """Cancel our jobs Slurm holds (a launch failed and was requeued held:
+        they would never run) and name them; they are lost already."""
+        held = [q.job_id for q in self.queue() if q.state == "PENDING" and "held" in q.reason]
+        if held:
+            ctld(self.namespace, "scancel", *held)
+        return held
 
     def top_up(self) -> None:
         """Submit from the mix until `pending` jobs wait (at most `outstanding` in all)."""
         rows = self.queue()
-        waiting = sum(1 for _, state, _, _ in rows if state == "PENDING")
+        waiting = sum(1 for q in rows if q.state == "PENDING")
         count = max(0, min(self.pending - waiting, self.outstanding - len(rows)))
         for spec in job_mix(self.rng, count, self.max_nodes, self.seconds):
             self.submit(spec)
 
     def running(self) -> list[RunningJob]:
         out = []
-        for job, state, nodes, elapsed in self.queue():
-            if state == "RUNNING" and nodes:
-                left = self.specs[job].seconds - elapsed_seconds(elapsed)
-                out.append(RunningJob(job, expand(nodes), left))
+        for q in self.queue():
+            if q.state == "RUNNING" and q.nodes:
+                left = self.specs[q.job_id].seconds - elapsed_seconds(q.elapsed)
+                out.append(RunningJob(q.job_id, expand(q.nodes), left))
         return out
 
     def victim(self, min_seconds_left: int, timeout: float = 180) -> RunningJob:
@@ -140,7 +164,7 @@ class JobBook:
         """Wait until slurmctld queues none of `jobs`; those still queued then."""
         deadline = time.monotonic() + timeout
         while True:
-            left = {j for j, _, _, _ in self.queue()} & jobs
+            left = {q.job_id for q in self.queue()} & jobs
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(2)

@@ -54,7 +54,9 @@ def _state(text: str) -> str:
 
 def parse_sacct(text: str) -> dict[str, JobRecord]:
     """`sacct -n -D -X -P --format=JobID,State,ExitCode,NodeList` rows, one record
-    per job: its last row that is not a REQUEUED run, requeued if any row was."""
+    per job id: its last row that is not a REQUEUED run, requeued if any row was.
+    (An id slurmctld handed out twice, having forgotten the first job, has two
+    rows too; the first job is reported by JobBook as vanished.)"""
     rows: dict[str, list[tuple[str, str, str]]] = {}
     for line in text.splitlines():
         fields = line.strip().split("|")
@@ -66,7 +68,7 @@ def parse_sacct(text: str) -> dict[str, JobRecord]:
     for job, runs in rows.items():
         final = [r for r in runs if r[0] != "REQUEUED"] or runs
         state, exit_code, nodes = final[-1]
-        requeued = len(runs) > 1 or any(r[0] == "REQUEUED" for r in runs)
+        requeued = any(r[0] == "REQUEUED" for r in runs)
         out[job] = JobRecord(job, state, exit_code, nodes, requeued)
     return out
 

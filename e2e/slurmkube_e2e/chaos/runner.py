@@ -9,6 +9,7 @@ import os
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurmkube_e2e.chaos.checks import PodSampler, leaks, slurm_nodes, wait_converged
@@ -19,6 +20,8 @@ from slurmkube_e2e.chaos.report import ChaosReport, FaultReport, markdown_table
 from slurmkube_e2e.replicas import Replica, Sampler
 
 CONVERGE_SECONDS = 300
+# A job whose id slurmctld gave to a later job: it forgot the first.
+VANISHED = "VANISHED"
 REPAIR_SECONDS = 120
 SETTLE_SECONDS = 15
 # Every job of the mix ends within this once no more are submitted.
@@ -46,12 +49,26 @@ def _error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"[:1500] + f"\n{tail[-1500:]}"
 
 
-def run_fault(
-    ctx: Chaos, name: str, pods: PodSampler, counted: set[str], budgets: set[str]
-) -> tuple[FaultReport, bool]:
+@dataclass
+class Tally:
+    """What the run carries from fault to fault."""
+
+    pods: PodSampler
+    budgets: set[str]  # the PodDisruptionBudgets before the first fault
+    counted: set[str] = field(default_factory=set)  # jobs already reported lost
+    vanished: int = 0  # of ctx.jobs.vanished, how many are reported
+
+    def new_vanished(self, ctx: Chaos) -> list[JobRecord]:
+        """Jobs slurmctld forgot (their ids handed out again) not reported yet."""
+        new = ctx.jobs.vanished[self.vanished :]
+        self.vanished += len(new)
+        return [JobRecord(job, VANISHED) for job in new]
+
+
+def run_fault(ctx: Chaos, name: str, tally: Tally) -> tuple[FaultReport, bool]:
     """The fault's report, and whether the cluster is usable for the next one."""
     rep = FaultReport(name)
-    pods.fault = name
+    tally.pods.fault = name
     settled = None
     try:
         if name != "cluster_deleted_and_recreated":
@@ -73,13 +90,13 @@ def run_fault(
     # slurmctld relaunching a job it lost track of, then requeueing it).
     time.sleep(SETTLE_SECONDS)
     try:
-        lost = newly_lost(ctx.jobs.records(), ctx.jobs.specs, counted)
-        rep.jobs_lost = lost
-        counted.update(j.job_id for j in lost)
-        rep.leaks = leaks(ctx.kube, ctx.namespace, budgets)
+        lost = newly_lost(ctx.jobs.records(), ctx.jobs.specs, tally.counted)
+        rep.jobs_lost = lost + tally.new_vanished(ctx)
+        tally.counted.update(j.job_id for j in lost)
+        rep.leaks = leaks(ctx.kube, ctx.namespace, tally.budgets)
     except Exception as err:  # Slurm unreadable after the fault: that is the finding
         rep.error = (rep.error or "") + "\nchecks: " + _error(err)
-    rep.duplicate_pods = sorted(pods.duplicates.get(name, ()))
+    rep.duplicate_pods = sorted(tally.pods.duplicates.get(name, ()))
     return rep, usable
 
 
@@ -110,14 +127,14 @@ def run_chaos(
         pdb["metadata"]["name"]
         for pdb in ctx.kube.list("policy/v1", "PodDisruptionBudget", namespace=ctx.namespace)
     }
-    counted: set[str] = set()
+    tally = Tally(pods, budgets)
     pods.start()
     if leaders is not None:
         leaders.start()
     try:
         for name in faults:
             started = time.monotonic()
-            rep, usable = run_fault(ctx, name, pods, counted, budgets)
+            rep, usable = run_fault(ctx, name, tally)
             report.faults.append(rep)
             print(f"chaos: {name} passed={rep.passed} in {time.monotonic() - started:.0f}s")
             write(report, ctx, out, leaders)
@@ -125,12 +142,13 @@ def run_chaos(
                 report.error = f"{name}: the cluster did not converge; later faults not run"
                 break
         pods.fault = "end"
+        ctx.jobs.cancel_held()
         left = ctx.jobs.wait_ended(set(ctx.jobs.specs), DRAIN_QUEUE_SECONDS)
         report.lost_at_end = [
             r
             for r in not_completed(_settled_records(ctx), ctx.jobs.specs)
-            if r.job_id not in counted
-        ]
+            if r.job_id not in tally.counted
+        ] + tally.new_vanished(ctx)
         if left:
             report.error = (report.error or "") + f" jobs {sorted(left)} never ended"
     except Exception as err:
