@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmkube_e2e.chaos.jobs import job_mix
+from slurmkube_e2e.chaos import jobs as jobs_module
+from slurmkube_e2e.chaos.jobs import JobBook, JobSpec, RunningJob, job_mix
 from slurmkube_e2e.chaos.records import (
     NO_RECORD,
     JobRecord,
@@ -179,3 +180,56 @@ def test_the_job_mix_is_seeded_and_within_its_bounds(seed: int, count: int, node
     assert mix == job_mix(random.Random(seed), count, nodes, (20, 90))
     assert len(mix) == count
     assert all(1 <= j.nodes <= nodes and 20 <= j.seconds <= 90 for j in mix)
+
+
+class FakeSlurm:
+    """Answers JobBook's commands as slurmctld would: sbatch hands out `ids`,
+    squeue lists `queue` rows, scancel is recorded."""
+
+    def __init__(self, ids: list[str], queue: str = "") -> None:
+        self.ids = iter(ids)
+        self.queue = queue
+        self.cancelled: list[str] = []
+
+    def __call__(self, namespace: str, *argv: str, retry_for: float = 90) -> str:
+        if argv[0] == "sbatch":
+            return next(self.ids) + "\n"
+        if argv[0] == "squeue":
+            return self.queue
+        if argv[0] == "scancel":
+            self.cancelled += argv[1:]
+            return ""
+        raise AssertionError(f"unexpected command {argv}")
+
+
+def book(monkeypatch: pytest.MonkeyPatch, slurm: FakeSlurm) -> JobBook:
+    monkeypatch.setattr(jobs_module, "ctld", slurm)
+    return JobBook("ns", random.Random(1), max_nodes=2, accounted=False)
+
+
+def test_a_job_id_handed_out_twice_means_the_first_job_vanished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = book(monkeypatch, FakeSlurm(["5", "6", "6", "7"]))
+    for _ in range(4):
+        jobs.submit(JobSpec(1, 30))
+    assert jobs.vanished == ["6"]
+    assert sorted(jobs.specs) == ["5", "6", "7"]
+
+
+def test_held_jobs_of_ours_are_cancelled_and_others_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    queue = (
+        "5|PENDING||0:00|launch failed requeued held\n"
+        "6|PENDING||0:00|Resources\n"
+        "7|RUNNING|local-[0-1]|0:40|None\n"
+        "99|PENDING||0:00|JobHeldUser\n"
+    )
+    slurm = FakeSlurm(["5", "6", "7"], queue)
+    jobs = book(monkeypatch, slurm)
+    for _ in range(3):
+        jobs.submit(JobSpec(2, 60))
+    assert jobs.cancel_held() == ["5"]
+    assert slurm.cancelled == ["5"]
+    assert jobs.running() == [RunningJob("7", ("local-0", "local-1"), 20)]
