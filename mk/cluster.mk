@@ -59,11 +59,13 @@ cluster-down: venv
 cluster-status: venv
 	@$(E2E_TOOL) status
 
-# The real-node tests run under `make test-real-nodes` (not yet in `make test`).
+# The real-node tests run under `make test-real-nodes` (not yet in `make test`);
+# the full fault-injection suite (marker chaos) under `make chaos` (mk/chaos.mk).
 e2e-local: $(E2E_IMAGES) cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
 		$(if $(E2E_SLURM),SLURMKUBE_E2E_SLURM=$(E2E_SLURM)) \
-		$(PY) -m pytest $(E2E_TESTS) -q --ignore=e2e/tests/test_real_nodes.py $(E2E_PYTEST_ARGS) \
+		$(PY) -m pytest $(E2E_TESTS) -q --ignore=e2e/tests/test_real_nodes.py -m "not chaos" \
+		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc
