@@ -8,6 +8,11 @@
 #   make e2e-local       cluster-up, then the e2e suite against it; a cluster that
 #                        e2e-local started is stopped again afterwards, one that was
 #                        already up is left running
+#   make e2e-local E2E_SLURM=26.05   the suite's SlurmClusters run that Slurm image
+#                        (SLURMKUBE_E2E_SLURM; that image is built first, as `make images`
+#                        does); unset,
+#                        the default 24.11.5 on the host build. E2E_TESTS picks modules,
+#                        e.g. E2E_TESTS=e2e/tests/test_operator_slurm.py
 #   make e2e-kind        the same suite on a kind cluster (needs Docker; not in CI)
 #   make real-nodes      join REAL_NODES (default 4) real kubelets on containerd 2.x with
 #                        fake GPUs to the running cluster; `make cluster-up REAL_NODES=4`
@@ -20,11 +25,18 @@
 E2E_TOOL := PYTHONPATH=$(ROOT)/e2e:$(ROOT)/e2e/local/runtime $(PY) -m slurmkube_e2e
 FLEET ?=
 E2E_PYTEST_ARGS ?=
+E2E_TESTS ?= e2e/tests
+# A Slurm version tag (26.05, 26.05.5, 24.11.5); empty keeps the SlurmCluster default.
+E2E_SLURM ?=
+# Tags outside the host build's 24.11 series run the built image: build that
+# one first (images/build.py names Slurm images slurm-<major.minor>).
+E2E_IMAGES := $(if $(filter-out 24.11 24.11.%,$(E2E_SLURM)),e2e-slurm-image,)
+E2E_SLURM_SERIES = $(subst $(eval) ,.,$(wordlist 1,2,$(subst ., ,$(E2E_SLURM))))
 # Read when make starts, before cluster-up runs: was a cluster already up?
 REAL_NODES ?= 0
 CLUSTER_WAS_UP := $(if $(wildcard $(SLURMKUBE_RUN)/pids/kube-apiserver.pid),1,)
 
-.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-kind \
+.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-kind e2e-slurm-image \
 	real-nodes real-nodes-build real-nodes-status test-real-nodes
 
 cluster-build:
@@ -47,13 +59,19 @@ cluster-down: venv
 cluster-status: venv
 	@$(E2E_TOOL) status
 
-# The real-node tests run under `make test-real-nodes` (not yet in `make test`).
-e2e-local: cluster-up
+# The real-node tests run under `make test-real-nodes` (not yet in `make test`);
+# the full fault-injection suite (marker chaos) under `make chaos` (mk/chaos.mk).
+e2e-local: $(E2E_IMAGES) cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
-		$(PY) -m pytest e2e/tests -q --ignore=e2e/tests/test_real_nodes.py $(E2E_PYTEST_ARGS) \
+		$(if $(E2E_SLURM),SLURMKUBE_E2E_SLURM=$(E2E_SLURM)) \
+		$(PY) -m pytest $(E2E_TESTS) -q --ignore=e2e/tests/test_real_nodes.py -m "not chaos" \
+		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc
+
+e2e-slurm-image: images-tools
+	@python3 $(ROOT)/images/build.py build --only slurm-$(E2E_SLURM_SERIES)
 
 # Debian's runc and CNI plugins, gcc for Kubernetes' pause; containerd from its Go module.
 REAL_NODE_DEBS := runc containernetworking-plugins gcc libc6-dev

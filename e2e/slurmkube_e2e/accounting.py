@@ -16,10 +16,14 @@ from slurmkube_e2e.waiting import wait_for, wait_gone
 
 @contextmanager
 def accounted_cluster(
-    kube: Kube, database: MariaDB, prefix: str, extra: list[dict[str, Any]] | None = None
+    kube: Kube,
+    database: MariaDB,
+    prefix: str,
+    extra: list[dict[str, Any]] | None = None,
+    replicas: int = 2,
 ) -> Iterator[str]:
-    """The cluster `local` with accounting in a new namespace; `extra` objects are
-    applied with it (their namespace set)."""
+    """The cluster `local` with accounting in a new namespace, `replicas` slurmd
+    pods; `extra` objects are applied with it (their namespace set)."""
     namespace = f"{prefix}-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
@@ -41,7 +45,7 @@ def accounted_cluster(
         },
     }
     try:
-        for doc in docs(namespace, replicas=2, accounting=accounting):
+        for doc in docs(namespace, replicas=replicas, accounting=accounting):
             kube.apply(doc)
         for doc in extra or []:
             kube.apply({**doc, "metadata": {**doc["metadata"], "namespace": namespace}})

@@ -7,10 +7,12 @@ slurmctld pod the way an admin would with `kubectl exec`.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from slurmkube_e2e.kube import Kube
@@ -19,6 +21,21 @@ from slurmkube_e2e.waiting import has_condition, wait_for
 API = "slurmkube.io/v1alpha1"
 LOCAL = {"e2e.slurmkube.io/runtime": "local"}
 TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}]
+# The Slurm of the suite's clusters (docs/local-runtime.md): unset, the
+# SlurmCluster default (24.11.5, the host build on the local runtime); a tag
+# such as 26.05 runs `slurmkube/slurm:<tag>`, the image `make images` built.
+SLURM_ENV = "SLURMKUBE_E2E_SLURM"
+_SLURM_TAG = re.compile(r"\d+\.\d+(\.\d+)?")
+
+
+def slurm_image(env: Mapping[str, str] = os.environ) -> str | None:
+    """`slurmkube/slurm:<SLURMKUBE_E2E_SLURM>`, or None to keep the cluster default."""
+    tag = env.get(SLURM_ENV, "")
+    if not tag:
+        return None
+    if not _SLURM_TAG.fullmatch(tag):
+        raise ValueError(f"{SLURM_ENV}={tag!r}: want a Slurm version such as 26.05 or 24.11.5")
+    return f"slurmkube/slurm:{tag}"
 
 
 def docs(
@@ -30,12 +47,14 @@ def docs(
     node_set_tolerations: tuple[dict[str, str], ...] = (),
     accounting: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
+    image = slurm_image()
     return [
         {
             "apiVersion": API,
             "kind": "SlurmCluster",
             "metadata": {"name": "local", "namespace": namespace},
             "spec": {
+                **({"image": image} if image else {}),
                 "controller": {
                     "persistence": {"enabled": False},  # the local runtime has no PVs
                     "nodeSelector": LOCAL,
@@ -98,8 +117,11 @@ def _runtime(*argv: str) -> str:
 
 
 def in_pod(namespace: str, pod: str, *argv: str) -> str:
-    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere)."""
-    return _runtime("exec", "-n", namespace, pod, "--", *argv)
+    """A command in a pod of the local runtime (what `kubectl exec` does elsewhere).
+
+    In /tmp: a job submitted here runs in the same directory on its nodes and
+    writes its output there, which the image's user 401 may (not so in `/`)."""
+    return _runtime("exec", "-n", namespace, "--workdir", "/tmp", pod, "--", *argv)
 
 
 def pod_log(namespace: str, pod: str, container: str) -> str:

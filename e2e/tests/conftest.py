@@ -25,6 +25,7 @@ from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB, running_mariadb
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
+from slurmkube_e2e.replicas import LEASE_ENV, Replica
 from slurmkube_e2e.waiting import wait_for
 
 TEST_LABEL = "e2e.slurmkube.io/test"
@@ -97,6 +98,27 @@ def operator(
     finally:
         if process.stop() not in (0, -15, None):
             print(process.tail())
+
+
+@pytest.fixture
+def replicas(
+    operator: OperatorProcess, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> Iterator[list[Replica]]:
+    """Two operators whose Lease is in the test namespace; the session's operator
+    is stopped meanwhile (it would act on the same SlurmCluster)."""
+    operator.stop()
+    pair = []
+    for name in ("ha-a", "ha-b"):
+        env = {**os.environ, **host_operator_env(kubeconfig, name, namespace), **LEASE_ENV}
+        pair.append(Replica(name, env, tmp_path / f"{name}.log"))
+    for replica in pair:
+        replica.process.start()
+    try:
+        yield pair
+    finally:
+        for replica in pair:
+            replica.process.stop()
+        operator.start()
 
 
 @pytest.fixture(scope="module")

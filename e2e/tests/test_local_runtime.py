@@ -348,6 +348,22 @@ def test_deleting_a_slurmd_pod_runs_its_prestop_and_the_process_exits(
     assert not sandbox_dir.exists()
 
 
+def wait_err_image_pull(kube: Kube, namespace: str, name: str) -> Manifest:
+    """The pod, once a container of it waits with ErrImagePull."""
+    return wait_for(
+        kube,
+        "v1",
+        "Pod",
+        name,
+        lambda p: any(
+            (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
+            for s in (p.get("status") or {}).get("containerStatuses") or []
+        ),
+        namespace=namespace,
+        what="waiting with ErrImagePull",
+    )
+
+
 def test_a_pod_with_an_unknown_image_gets_a_clear_event_and_status(
     kube: Kube, namespace: str, runtime_up: None
 ) -> None:
@@ -360,18 +376,7 @@ def test_a_pod_with_an_unknown_image_gets_a_clear_event_and_status(
         },
         namespace=namespace,
     )
-    pod = wait_for(
-        kube,
-        "v1",
-        "Pod",
-        "stranger",
-        lambda p: any(
-            (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
-            for s in (p.get("status") or {}).get("containerStatuses") or []
-        ),
-        namespace=namespace,
-        what="waiting with ErrImagePull",
-    )
+    pod = wait_err_image_pull(kube, namespace, "stranger")
     assert pod["status"]["phase"] == "Pending"
     waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
     assert "busybox:1.36" in waiting["message"] and rt.IMAGE_REPOSITORY in waiting["message"]
@@ -384,6 +389,27 @@ def test_a_pod_with_an_unknown_image_gets_a_clear_event_and_status(
     assert events and "is not known to the local runtime" in events[0]["message"]
     # Nothing crashed: the agent still serves its nodes.
     assert "runtime-agent: pid" in runtime("status")
+
+
+def test_a_pod_whose_slurm_image_is_not_built_waits_with_err_image_pull(
+    kube: Kube, namespace: str, runtime_up: None
+) -> None:
+    # A tag outside the host build's series runs the built image, if there is one.
+    image = "slurmkube/slurm:26.99.0"
+    main = {"name": "main", "image": image, "args": ["slurmd", "-V"]}
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "unbuilt"},
+            "spec": {**ON_LOCAL_NODES, "containers": [main]},
+        },
+        namespace=namespace,
+    )
+    pod = wait_err_image_pull(kube, namespace, "unbuilt")
+    message = pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert f'"{image}" is not built' in message and "make images" in message
+    assert pod["status"]["phase"] == "Pending"
 
 
 def _pid_namespace(pid: int) -> str | None:

@@ -74,6 +74,9 @@ def slurmd_pod(
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]
+    # Root, not the image's USER (401): slurmd becomes each job's user and its
+    # entrypoint refuses any other uid (images/slurm/entrypoint.sh, docs/install.md).
+    container["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
     etc = slurm_etc(cluster, keys=[SLURM_KEY], config=False)
     metadata = meta(
         cluster,

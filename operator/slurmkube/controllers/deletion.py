@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 5
 
 
+def remove_slurmd_pods(kube: Kube, namespace: str, cluster: str) -> None:
+    """The cluster's slurmd pods go with it, although their NodeSets stay: a slurmd
+    left running holds the old slurm.key and would never register with a
+    re-created cluster of the same name (which generates new keys)."""
+    selector = f"{wk.LABEL_CLUSTER}={cluster},{wk.LABEL_NAME}=slurmd"
+    for pod in kube.list("v1", "Pod", namespace, selector):
+        kube.delete("v1", "Pod", pod["metadata"]["name"], namespace)
+
+
 def hold_while_jobs_run(kube: Kube, clients: SlurmClients, obj: Manifest) -> None:
     """Return when the cluster may go; raise kopf.TemporaryError while it waits."""
     meta = obj["metadata"]

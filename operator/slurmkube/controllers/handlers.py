@@ -33,7 +33,7 @@ from slurmkube.api.models import TopologySpec
 from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
-from slurmkube.controllers.deletion import hold_while_jobs_run
+from slurmkube.controllers.deletion import hold_while_jobs_run, remove_slurmd_pods
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.observe import (
     NodeEntry,
@@ -226,6 +226,7 @@ def cluster_deleted(namespace: str | None, name: str, body: kopf.Body, **_: Any)
     leader_only(State.lease, "SlurmCluster", namespace, name)
     kube = _kube()
     hold_while_jobs_run(kube, State.clients, dict(body))
+    remove_slurmd_pods(kube, wk.namespace_or_default(namespace), name)
     selector = (
         f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={wk.namespace_or_default(namespace)}"
     )

@@ -31,7 +31,7 @@ from slurmkube.plan.health_model import (
 from slurmkube.plan.health_rules import CHECK_FAILED
 
 # squeue(1) JOB STATE CODES that end a job without success.
-_FAILED: Final = frozenset(
+JOB_FAILED_STATES: Final = frozenset(
     {
         "BOOT_FAIL",
         "CANCELLED",
@@ -44,7 +44,7 @@ _FAILED: Final = frozenset(
     }
 )
 # Every state a check job can be in, for a job list that finds it whatever its state.
-JOB_STATES: Final = _FAILED | {
+JOB_STATES: Final = JOB_FAILED_STATES | {
     "COMPLETED",
     "COMPLETING",
     "CONFIGURING",
@@ -143,7 +143,7 @@ def check_result(states: frozenset[str] | None) -> CheckResult:
         return "none"
     if "COMPLETED" in states:
         return "passed"
-    if states & _FAILED:
+    if states & JOB_FAILED_STATES:
         return "failed"
     return "running"
 

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurmkube_runtime import nodes, podspec, sandbox
+from slurmkube_runtime import imagespec, nodes, podspec, sandbox
 from slurmkube_runtime.api import Api
+from slurmkube_runtime.images import ImageError, ImageStore
 from slurmkube_runtime.layout import AGENT_POOL, BRIDGE_IP, SUBNET, RuntimeLayout, node_names
 from slurmkube_runtime.podspec import Manifest, MissingObject, SpecError
 from slurmkube_runtime.status import ContainerView, Terminated, pod_status
@@ -45,22 +46,6 @@ VOLUME_REFRESH_EVERY = 5.0
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
 EXTRA_KILL_SECONDS = 2.0
-
-
-def _image_env(layout: RuntimeLayout, host: str) -> dict[str, str]:
-    """The environment the image would declare (ENV in a Dockerfile)."""
-    prefix = layout.slurm_prefix
-    return {
-        "PATH": f"{prefix}/sbin:{prefix}/bin:"
-        + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": "/root",
-        "HOSTNAME": host,
-    }
-
-
-def _run_as(pod: Manifest, container: Manifest) -> tuple[int | None, int | None]:
-    ctx = {**(pod["spec"].get("securityContext") or {}), **(container.get("securityContext") or {})}
-    return ctx.get("runAsUser"), ctx.get("runAsGroup")
 
 
 @dataclass
@@ -162,6 +147,9 @@ class PodWorker:
         self.volumes_for: Manifest = {}
         self.hosts = ""
         self.envs: dict[str, dict[str, str]] = {}
+        # What the pod's image says (resolve_image): config, and accounts if it is a built one.
+        self.image = imagespec.host_build_config(agent.layout.slurm_prefix)
+        self.accounts: imagespec.Accounts | None = None
 
     # --- helpers ---
     @property
@@ -216,6 +204,17 @@ class PodWorker:
             self.retry_at = time.monotonic() + 30
             return
         try:
+            root = self.resolve_image()
+        except (imagespec.ImageNotBuilt, ImageError, SpecError) as err:
+            # Not built (or not extractable): what a kubelet reports for a failed pull.
+            pulled = isinstance(err, imagespec.ImageNotBuilt | ImageError)
+            for c in self._all():
+                c.waiting_reason = "ErrImagePull" if pulled else "CreateContainerConfigError"
+                c.waiting_message = str(err)
+            self.event("Warning", "Failed", f"Failed to pull image: {err}" if pulled else str(err))
+            self.retry_at = time.monotonic() + 30
+            return
+        try:
             binds = self.materialise_volumes()
         except MissingObject as err:
             self.event("Warning", "FailedMount", f"MountVolume.SetUp failed: {err}")
@@ -238,7 +237,7 @@ class PodWorker:
             volume_binds=tuple(binds),
         )
         try:
-            self.sandbox = sandbox.start_sandbox(self.pod_dir, spec, self.agent.layout.slurm_prefix)
+            self.sandbox = sandbox.start_sandbox(self.pod_dir, spec, root)
         except sandbox.SandboxError as err:
             self.event("Warning", "FailedCreatePodSandBox", str(err))
             self.agent.release_ip(self.uid)
@@ -250,6 +249,21 @@ class PodWorker:
         self.write_identity()
         self.volumes_at = time.monotonic()
         log.info("sandbox started pod=%s ip=%s pid=%s", self.label, self.ip, self.sandbox.init_pid)
+
+    def resolve_image(self) -> sandbox.RootSource:
+        """The pod's root filesystem; sets the image config its containers start from."""
+        images = [str(c.spec.get("image", "")) for c in self._all()]
+        source = imagespec.pod_image_source(images)
+        if isinstance(source, imagespec.HostBuild):
+            prefix = self.agent.layout.slurm_prefix
+            self.image, self.accounts = imagespec.host_build_config(prefix), None
+            return sandbox.HostRoot(prefix)
+        root = self.agent.images.root(images[0], source.ref)
+        self.image, self.accounts = root.config, root.accounts
+        return root
+
+    def run_as(self, c: Container) -> tuple[int | None, int | None]:
+        return imagespec.run_as(self.pod, c.spec, self.image, self.accounts)
 
     @property
     def pod_dir(self) -> Path:
@@ -327,22 +341,23 @@ class PodWorker:
                 self.pod_with_ip(),
                 c.spec,
                 self.lookup,
-                _image_env(self.agent.layout, podspec.hostname(self.pod)),
+                imagespec.image_env(self.image, podspec.hostname(self.pod)),
             )
-            argv = podspec.command_line(c.spec, env)
+            argv = podspec.command_line(c.spec, env, self.image.entrypoint, self.image.cmd)
+            run_as = self.run_as(c)
         except SpecError as err:
             c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(err)
             self.event("Warning", "Failed", f"container {c.name}: {err}")
             c.backoff_until = time.monotonic() + 5
             return
-        run_as = _run_as(self.pod, c.spec)
         self.sandbox.containers[c.name] = {"env": env, "run_as": list(run_as)}
         self.sandbox.save()
         with self.log_file(c.name).open("ab") as out:
             out.write(f"--- {nodes.now()} start {c.name} attempt {c.restart_count}\n".encode())
             out.flush()
+            workdir = c.spec.get("workingDir") or self.image.working_dir or None
             c.proc = sandbox.start_process(
-                self.sandbox, argv, env, out, run_as=run_as, workdir=c.spec.get("workingDir")
+                self.sandbox, argv, env, out, run_as=run_as, workdir=workdir
             )
         c.running_since = nodes.now()
         c.terminated = None
@@ -437,7 +452,7 @@ class PodWorker:
             if "exec" in spec:
                 env = self.sandbox.containers.get(c.name, {}).get("env", {})
                 rc, _ = sandbox.run_in_pod(
-                    self.sandbox, spec["exec"]["command"], env, timeout, _run_as(self.pod, c.spec)
+                    self.sandbox, spec["exec"]["command"], env, timeout, self.run_as(c)
                 )
                 return rc == 0
             if "tcpSocket" in spec:
@@ -544,7 +559,7 @@ class PodWorker:
         if "exec" in hook:
             env = self.sandbox.containers.get(c.name, {}).get("env", {})
             return sandbox.run_in_pod(
-                self.sandbox, hook["exec"]["command"], env, remaining, _run_as(self.pod, c.spec)
+                self.sandbox, hook["exec"]["command"], env, remaining, self.run_as(c)
             )
         if "sleep" in hook:
             time.sleep(min(float(hook["sleep"]["seconds"]), remaining))
@@ -642,6 +657,7 @@ class Agent:
         self.ips: dict[str, str] = {}
         self.node_set = set(node_names())
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe")
+        self.images = ImageStore(layout)
         self.boot_id = str(uuid.uuid4())
 
     # --- shared views ---

@@ -155,9 +155,16 @@ def logs(layout: RuntimeLayout, namespace: str, name: str, container: str | None
 
 
 def exec_argv(
-    layout: RuntimeLayout, namespace: str, name: str, container: str | None, command: list[str]
+    layout: RuntimeLayout,
+    namespace: str,
+    name: str,
+    container: str | None,
+    command: list[str],
+    *,
+    workdir: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """nsenter argv and env that run command in the pod as its container would."""
+    """nsenter argv and env that run command in the pod as its container would
+    (its user and environment), in `workdir` if given."""
     uid = _pod_uid(layout, namespace, name)
     state = layout.pod_dir(uid) / "sandbox.json"
     if not state.exists():
@@ -172,7 +179,7 @@ def exec_argv(
         )
     info = sb.containers[chosen]
     run_as = info.get("run_as") or [None, None]
-    return sb.enter(command, (run_as[0], run_as[1])), dict(info["env"])
+    return sb.enter(command, (run_as[0], run_as[1]), workdir), dict(info["env"])
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -183,6 +190,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("-n", "--namespace", default="default")
         p.add_argument("pod")
         p.add_argument("-c", "--container")
+    ex.add_argument("-w", "--workdir", help="directory in the pod to run CMD in")
     ex.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
 
@@ -196,7 +204,9 @@ def dispatch(args: argparse.Namespace) -> int:
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             if not cmd:
                 raise CliError("exec needs a command: exec -n NS POD -- CMD")
-            argv, env = exec_argv(layout, args.namespace, args.pod, args.container, cmd)
+            argv, env = exec_argv(
+                layout, args.namespace, args.pod, args.container, cmd, workdir=args.workdir
+            )
             sys.stdout.flush()
             os.execvpe(argv[0], argv, env)
         elif args.command == "up":

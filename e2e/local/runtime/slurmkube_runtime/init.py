@@ -3,7 +3,8 @@
 Started by the agent as `unshare --net --mount --uts --ipc --pid --fork` so it
 is the first process of fresh namespaces (the pause container of a kubelet
 pod). It reads the agent's plan (JSON), sets the hostname, mounts the image
-(read-only binds of the host's /usr and the Slurm build), /proc, a private
+(read-only binds of the host's /usr and the Slurm build, or an overlay on a
+built image's extracted files with the pod's /etc bound over it), /proc, a private
 /dev with the pod's GPU device files and the pod's volumes under the rootfs,
 chroots there, prints `ready`, and then only reaps the orphans a daemon leaves
 (slurmd's slurmstepd is reparented here). When it dies the kernel kills every
@@ -87,8 +88,15 @@ def setup(plan: dict[str, Any]) -> None:
     root = plan["rootfs"]
     mount("none", "/", None, MS_REC | MS_PRIVATE)
     socket.sethostname(plan["hostname"])
+    overlay = plan.get("overlay")
+    if overlay:
+        # A built image: its files read-only below, the pod's writable layer above.
+        options = (
+            f"lowerdir={overlay['lower']},upperdir={overlay['upper']},workdir={overlay['work']}"
+        )
+        mount("overlay", root, "overlay", 0, options)
     for b in plan["image_binds"]:
-        bind(b["source"], root + b["target"], read_only=True)
+        bind(b["source"], root + b["target"], read_only=b["read_only"])
     # Recursive: slurmd initialises its cgroup plugin even with proctrack/linuxproc.
     bind("/sys", f"{root}/sys", read_only=True, recursive=True)
     Path(f"{root}/proc").mkdir(exist_ok=True)

@@ -46,18 +46,23 @@ RUNTIME_LABEL = "e2e.slurmkube.io/runtime"
 RUNTIME_LABEL_VALUE = "local"
 RUNTIME_TAINT = "e2e.slurmkube.io/local-runtime"
 IMAGE_REPOSITORY = "slurmkube/slurm"
+# Tags of this series run on the host's Slurm build (SLURMKUBE_SLURM_PREFIX);
+# other tags run in that image's own root filesystem (imagespec.image_source).
+HOST_BUILD_SERIES = "24.11"
 AGENT_NAME = "slurmkube-runtime"
 CLUSTER_DOMAIN = "cluster.local"
 
 
 @dataclass(frozen=True)
 class RuntimeLayout:
-    """Paths of one runtime: its state folder, the Slurm build that backs the image."""
+    """Paths of one runtime: its state folder, the Slurm build that backs the
+    host-build image, the cache of images' root filesystems."""
 
     root: Path
     run: Path
     slurm_prefix: Path
     kubeconfig: Path
+    cache: Path
 
     @classmethod
     def from_env(cls) -> RuntimeLayout:
@@ -66,7 +71,18 @@ class RuntimeLayout:
         cache = Path(os.environ.get("SLURMKUBE_CACHE", Path.home() / ".cache" / "slurmkube"))
         prefix = Path(os.environ.get("SLURMKUBE_SLURM_PREFIX", cache / "slurm" / "24.11.5"))
         kubeconfig = Path(os.environ.get("SLURMKUBE_RUNTIME_KUBECONFIG", run / "kubeconfig"))
-        return cls(root=root, run=run, slurm_prefix=prefix, kubeconfig=kubeconfig)
+        return cls(root=root, run=run, slurm_prefix=prefix, kubeconfig=kubeconfig, cache=cache)
+
+    @property
+    def image_roots(self) -> Path:
+        """Root filesystems of the project's images, one folder per image ID, shared
+        by every runtime of the machine (images.py)."""
+        return self.cache / "runtime" / "images"
+
+    @property
+    def image_tool(self) -> Path:
+        """images/build.py: its `podman` command runs podman on the project's store."""
+        return self.root / "images" / "build.py"
 
     @property
     def state(self) -> Path:

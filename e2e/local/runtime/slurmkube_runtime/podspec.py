@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from slurmkube.topology.fleet import parse_quantity
-from slurmkube_runtime.layout import CLUSTER_DOMAIN, IMAGE_REPOSITORY
+from slurmkube_runtime.layout import CLUSTER_DOMAIN, HOST_BUILD_SERIES, IMAGE_REPOSITORY
 
 Manifest = dict[str, Any]
 # (kind, namespace, name) -> the object's data as bytes per key, or None if it is missing.
@@ -49,15 +49,15 @@ def image_repository(image: str) -> str:
 
 
 def image_supported(image: str) -> bool:
-    """Only the project's Slurm image can run here: it is the local Slurm build."""
+    """Only the project's Slurm image can run here (imagespec says from which files)."""
     return image_repository(image) == IMAGE_REPOSITORY
 
 
 def unsupported_image_message(image: str) -> str:
     return (
         f'image "{image}" is not known to the local runtime: it runs only '
-        f"{IMAGE_REPOSITORY}:<tag>, backed by the local Slurm build and the host's /usr; "
-        "schedule other pods onto simulated (kwok) nodes"
+        f"{IMAGE_REPOSITORY}:<tag>, backed by the host's Slurm build ({HOST_BUILD_SERIES} tags) "
+        "or by the image `make images` built; schedule other pods onto simulated (kwok) nodes"
     )
 
 
@@ -192,10 +192,18 @@ def _env_value(
     raise SpecError(f"env {var['name']}: valueFrom {sorted(source)} is not supported")
 
 
-def command_line(container: Manifest, env: Mapping[str, str]) -> list[str]:
-    """command + args with `$(VAR)` expanded; the image has no entrypoint of its own."""
-    argv = [expand(str(a), env) for a in (container.get("command") or [])]
-    argv += [expand(str(a), env) for a in (container.get("args") or [])]
+def command_line(
+    container: Manifest,
+    env: Mapping[str, str],
+    entrypoint: Sequence[str] = (),
+    cmd: Sequence[str] = (),
+) -> list[str]:
+    """The argv a kubelet runs: `command` replaces the image's entrypoint and drops
+    its cmd, `args` replace the cmd. `$(VAR)` is expanded in the pod's parts only.
+    The host build has neither entrypoint nor cmd."""
+    command = [expand(str(a), env) for a in (container.get("command") or [])]
+    args = [expand(str(a), env) for a in (container.get("args") or [])]
+    argv = command + args if command else [*entrypoint, *(args or cmd)]
     if not argv:
         raise SpecError(
             f"container {container['name']}: {IMAGE_REPOSITORY} has no entrypoint here; set command"

@@ -10,11 +10,22 @@ state dir (`pods/<uid>/`) that only the sandbox's private mount namespace
 mounts things onto, so the host never sees a pod's mount, and removing the
 folder after init is gone is always safe.
 
-The "image" slurmkube/slurm:<tag> is the host's /usr (with /bin, /lib, ...)
-and the Slurm build at its own prefix, read-only; /etc is a small copy with a
-generated hosts file, /run, /tmp and /var are the pod's own, so Slurm's fixed
-sockets (/run/slurmctld/sack.socket) never collide between pods. /root is
-0755 in the rootfs, so a non-root daemon (slurmrestd) can read the build.
+Two kinds of root filesystem (imagespec.image_source says which a pod gets):
+
+- HostRoot, the host build: the host's /usr (with /bin, /lib, ...) and the
+  Slurm build at its own prefix, read-only; /etc is a small copy with a
+  generated hosts file, /run, /tmp and /var are the pod's own, so Slurm's
+  fixed sockets (/run/slurmctld/sack.socket) never collide between pods.
+  /root is 0755 in the rootfs, so a non-root daemon (slurmrestd) can read the
+  build.
+- images.ImageRoot, a built image: an overlay whose lower layer is the
+  image's extracted files (read-only, shared by every pod of the image) and
+  whose upper layer is the pod's own (`pods/<uid>/upper`), mounted on
+  `pods/<uid>/merged`: the writable layer a container runtime gives a
+  container. /etc is a copy of the image's, bound over the overlay's, so the
+  agent can replace hosts, hostname and resolv.conf as it does for the host build.
+
+Either way the pod's /etc is `pods/<uid>/rootfs/etc` on the host (`Sandbox.rootfs`).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from slurmkube_runtime.images import ImageRoot
 from slurmkube_runtime.layout import BRIDGE, BRIDGE_IP, SUBNET, VETH_PREFIX, veth_name
 
 INIT_SCRIPT = Path(__file__).with_name("init.py")
@@ -57,6 +69,16 @@ _MORE_DEVICES = (("urandom", 1, 9), ("tty", 5, 0))
 
 class SandboxError(RuntimeError):
     """A sandbox could not be made; the message carries the failing step's output."""
+
+
+@dataclass(frozen=True)
+class HostRoot:
+    """The host build as the image: the host's /usr and the Slurm build at this prefix."""
+
+    slurm_prefix: Path
+
+
+RootSource = HostRoot | ImageRoot
 
 
 @dataclass(frozen=True)
@@ -111,15 +133,21 @@ class Sandbox:
         return Path(self.dir) / "rootfs"
 
     def enter(
-        self, argv: Sequence[str], run_as: tuple[int | None, int | None] = (None, None)
+        self,
+        argv: Sequence[str],
+        run_as: tuple[int | None, int | None] = (None, None),
+        workdir: str | None = None,
     ) -> list[str]:
-        """argv as run inside the pod (all its namespaces, its root and cwd)."""
+        """argv as run inside the pod (all its namespaces, its root, and its cwd or `workdir`)."""
         uid, gid = run_as
         cmd = ["nsenter", "-t", str(self.init_pid), "-n", "-m", "-u", "-i", "-p", "-r", "-w"]
         if gid is not None:
             cmd += ["-G", str(gid)]
         if uid is not None:
             cmd += ["-S", str(uid)]
+        if workdir:
+            # Not nsenter's --wd=DIR: it opens DIR before it enters the pod's root.
+            argv = ["/bin/sh", "-c", 'cd "$0" && exec "$@"', workdir, *argv]
         return [*cmd, "--", *argv]
 
     def alive(self) -> bool:
@@ -224,8 +252,18 @@ def write_etc_file(rootfs: Path, name: str, text: str) -> None:
     tmp.replace(path)
 
 
-def prepare_rootfs(pod_dir: Path, spec: SandboxSpec, slurm_prefix: Path) -> dict[str, Any]:
-    """Make the rootfs folder and init's plan; returns the plan."""
+def _devices(spec: SandboxSpec) -> list[dict[str, Any]]:
+    devices = [{"name": n, "major": a, "minor": b} for n, a, b in _BASE_DEVICES + _MORE_DEVICES]
+    # slurmd ignores GRES without device files; these are /dev/null's numbers.
+    devices += [{"name": f"nvidia{i}", "major": 1, "minor": 3} for i in range(spec.gpus)]
+    return devices
+
+
+def prepare_rootfs(pod_dir: Path, spec: SandboxSpec, source: RootSource) -> dict[str, Any]:
+    """Make the pod's root folders and init's plan; returns the plan."""
+    if isinstance(source, ImageRoot):
+        return _prepare_image_root(pod_dir, spec, source)
+    slurm_prefix = source.slurm_prefix
     root = pod_dir / "rootfs"
     root.mkdir(parents=True, mode=0o755)
     for sub in ("proc", "sys", "dev", "etc", "run", "var/tmp", "var/log", "var/spool", "var/lib"):
@@ -234,34 +272,62 @@ def prepare_rootfs(pod_dir: Path, spec: SandboxSpec, slurm_prefix: Path) -> dict
         (root / sub).mkdir(exist_ok=True)
         (root / sub).chmod(0o1777)
     (root / "root").mkdir(mode=0o755)
-    image_binds: list[dict[str, str]] = []
+    image_binds: list[dict[str, Any]] = []
     for name in _IMAGE_DIRS:
         host = Path("/") / name
         if host.is_symlink():
             (root / name).symlink_to(os.readlink(host))
         elif host.is_dir():
-            image_binds.append({"source": str(host), "target": f"/{name}"})
+            image_binds.append({"source": str(host), "target": f"/{name}", "read_only": True})
     _copy_etc(root / "etc")
     if Path("/etc/alternatives").is_dir():
-        image_binds.append({"source": "/etc/alternatives", "target": "/etc/alternatives"})
+        image_binds.append(
+            {"source": "/etc/alternatives", "target": "/etc/alternatives", "read_only": True}
+        )
     # The build's paths are compiled in (plugins, sysconfdir): same path inside.
     (root / str(slurm_prefix).lstrip("/")).mkdir(parents=True, exist_ok=True)
     for parent in (root / str(slurm_prefix).lstrip("/")).parents:
         if parent == root:
             break
         parent.chmod(0o755)
-    image_binds.append({"source": str(slurm_prefix), "target": str(slurm_prefix)})
-    devices = [{"name": n, "major": a, "minor": b} for n, a, b in _BASE_DEVICES + _MORE_DEVICES]
-    # slurmd ignores GRES without device files; these are /dev/null's numbers.
-    devices += [{"name": f"nvidia{i}", "major": 1, "minor": 3} for i in range(spec.gpus)]
+    image_binds.append(
+        {"source": str(slurm_prefix), "target": str(slurm_prefix), "read_only": True}
+    )
+    return _plan(spec, root, None, image_binds)
+
+
+def _plan(
+    spec: SandboxSpec,
+    root: Path,
+    overlay: dict[str, str] | None,
+    image_binds: list[dict[str, Any]],
+) -> dict[str, Any]:
     binds = sorted(spec.volume_binds, key=lambda b: b.target.count("/"))
     return {
         "rootfs": str(root),
+        "overlay": overlay,
         "hostname": spec.hostname,
         "image_binds": image_binds,
-        "devices": devices,
+        "devices": _devices(spec),
         "volume_binds": [asdict(b) for b in binds],
     }
+
+
+def _prepare_image_root(pod_dir: Path, spec: SandboxSpec, image: ImageRoot) -> dict[str, Any]:
+    """An overlay on the image's files, and the pod's copy of the image's /etc."""
+    etc = pod_dir / "rootfs" / "etc"
+    etc.parent.mkdir(parents=True, mode=0o755)
+    # cp -a: owners and modes as in the image (gshadow is root:shadow 0640).
+    _run(["cp", "-a", "--", str(image.rootfs / "etc"), str(etc)])
+    for name in ("upper", "work", "merged"):
+        (pod_dir / name).mkdir(mode=0o755)
+    overlay = {
+        "lower": str(image.rootfs),
+        "upper": str(pod_dir / "upper"),
+        "work": str(pod_dir / "work"),
+    }
+    etc_bind = {"source": str(etc), "target": "/etc", "read_only": False}
+    return _plan(spec, pod_dir / "merged", overlay, [etc_bind])
 
 
 # --- sandboxes ------------------------------------------------------------------------
@@ -278,9 +344,9 @@ def _child_pid(pid: int, timeout: float = 5.0) -> int:
     raise SandboxError(f"process {pid} started no child within {timeout}s")
 
 
-def start_sandbox(pod_dir: Path, spec: SandboxSpec, slurm_prefix: Path) -> Sandbox:
+def start_sandbox(pod_dir: Path, spec: SandboxSpec, source: RootSource) -> Sandbox:
     """Namespaces, rootfs mounts, hostname and the pod's address; returns the sandbox."""
-    plan = prepare_rootfs(pod_dir, spec, slurm_prefix)
+    plan = prepare_rootfs(pod_dir, spec, source)
     plan_file = pod_dir / "plan.json"
     plan_file.write_text(json.dumps(plan, indent=1))
     with (pod_dir / "sandbox.log").open("ab") as log:
@@ -409,10 +475,8 @@ def start_process(
     workdir: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """A container's main process in the sandbox; stdout and stderr to log."""
-    if workdir:
-        argv = ["/bin/sh", "-c", 'cd "$0" && exec "$@"', workdir, *argv]
     return subprocess.Popen(
-        sandbox.enter(argv, run_as),
+        sandbox.enter(argv, run_as, workdir),
         env=dict(env),
         stdin=subprocess.DEVNULL,
         stdout=log,

@@ -1,0 +1,93 @@
+"""The fault-injection suite (docs/chaos.md). A seeded job mix runs on a real
+SlurmCluster while faults are injected one after another; after each the jobs
+Slurm lost, leaks, duplicate slurmd pods and the time until the cluster is
+Ready again go into a JSON report, and any loss or leak fails the run.
+
+`make test` runs the subset (a busy node drained and relabelled, on the
+session's operator, slurmctld's own records); `make chaos` runs every fault
+(marker `chaos`) with accounting (sacct over MariaDB) and two operators on one
+Lease, sampled for two leaders at once. SLURMKUBE_CHAOS_SEED picks the seed,
+SLURMKUBE_CHAOS_FAULTS=a,b a part of the full set, SLURMKUBE_CHAOS_REPORT the
+report's path.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from slurmkube_e2e.accounting import accounted_cluster
+from slurmkube_e2e.chaos.faults import Chaos
+from slurmkube_e2e.chaos.jobs import JobBook
+from slurmkube_e2e.chaos.report import ChaosReport, markdown_table
+from slurmkube_e2e.chaos.runner import SUBSET, chosen_faults, report_path, run_chaos
+from slurmkube_e2e.cluster import LocalCluster
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.mariadb import MariaDB
+from slurmkube_e2e.operator import OperatorProcess
+from slurmkube_e2e.operator_cluster import API, docs, ready_cluster
+from slurmkube_e2e.replicas import Replica, the_leader
+from slurmkube_e2e.waiting import wait_gone
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = 4
+
+
+def seed() -> int:
+    return int(os.environ.get("SLURMKUBE_CHAOS_SEED", "20261204"))
+
+
+def verdict(report: ChaosReport, out: Path) -> None:
+    print(f"\n{report.to_json()}\n{markdown_table(report)}\nreport: {out}")
+    assert report.passed, f"{markdown_table(report)}\nsee {out}"
+
+
+def test_a_busy_node_refuses_eviction_and_is_held_when_relabelled(
+    kube: Kube, operator: OperatorProcess, namespace: str
+) -> None:
+    for doc in docs(namespace, replicas=NODES):
+        kube.apply(doc)
+    ready_cluster(kube, namespace, timeout=240)
+    rng = random.Random(seed())
+    jobs = JobBook(
+        namespace, rng, max_nodes=2, accounted=False, seconds=(60, 75), pending=1, outstanding=3
+    )
+    ctx = Chaos(kube, namespace, rng, jobs, NODES, [operator], api_server=None)
+    out = report_path(ROOT, "chaos-subset-report.json")
+    report = run_chaos(ctx, SUBSET, seed(), out)
+    # Leave the local nodes free for the next module (namespace deletion drains).
+    kube.delete(API, "SlurmCluster", "local", namespace=namespace)
+    kube.delete(API, "NodeSet", "local", namespace=namespace)
+    for i in range(NODES):
+        wait_gone(kube, "v1", "Pod", f"local-local-{i}", namespace=namespace, timeout=120)
+    verdict(report, out)
+
+
+@pytest.mark.chaos
+def test_no_fault_loses_a_job_or_leaks(
+    kube: Kube, kubeconfig: Path, database: MariaDB, replicas: list[Replica]
+) -> None:
+    the_leader(replicas)
+    layout = Layout.from_env()
+    local = kubeconfig.resolve() == layout.kubeconfig.resolve()
+    with accounted_cluster(kube, database, "e2e-chaos", replicas=NODES) as namespace:
+        rng = random.Random(seed())
+        jobs = JobBook(namespace, rng, max_nodes=3, accounted=True, outstanding=6)
+        ctx = Chaos(
+            kube,
+            namespace,
+            rng,
+            jobs,
+            NODES,
+            [r.process for r in replicas],
+            api_server=LocalCluster(layout) if local else None,
+        )
+        out = report_path(ROOT)
+        report = run_chaos(ctx, chosen_faults(), seed(), out, pair=replicas)
+    verdict(report, out)
