@@ -191,7 +191,7 @@ class LiveTranslator:
             emit(JobPreempted(now if start is None else start, gang.key))
         if start is not None and start != record.started:
             emit(JobStarted(start, gang.key, gang.nodes))
-        elif start is not None and not record.placed and gang.nodes:
+        elif start is not None and not record.placed and gang.nodes and gang.ended is None:
             # Started with none of its nodes known then (a Workload admitted before its
             # lease labels reached the cache): placed from now.
             emit(JobStarted(now, gang.key, gang.nodes))
@@ -272,7 +272,9 @@ class LiveTranslator:
         return event
 
     def _place(self, event: JobStarted) -> JobStarted | None:
-        record = self._gangs[event.job]
+        record = self._gangs.get(event.job)
+        if record is None:
+            return None  # ended earlier in the same snapshot: nothing to place
         shape = record.shape
         per, room = shape.gpus_per_member, shape.members - len(record.placed)
         placed: list[str] = []

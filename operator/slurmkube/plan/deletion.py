@@ -1,8 +1,9 @@
 """What deleting a SlurmCluster does to the jobs on it (pure).
 
 Deletion takes slurmctld and every slurmd pod with it (the pods belong to their
-NodeSets; the delete handler removes them), so a job still running dies. With `deletionPolicy: Drain` (the default) a cluster whose Slurm shows a
-busy node is drained first, nothing new starts, and the deletion waits until
+NodeSets; the delete handler removes them), so a job still running dies. With
+`deletionPolicy: Drain` (the default) a cluster whose Slurm shows a busy node
+is drained first, nothing new starts, and the deletion waits until
 its jobs end; the force annotation or `deletionPolicy: Delete` skips the wait.
 When the slurmctld pod itself is gone or being deleted (its namespace is going)
 no job can be kept and the deletion goes on.
