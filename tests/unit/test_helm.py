@@ -161,6 +161,7 @@ SECRET_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
 # Cluster-scoped kinds: only a ClusterRole can grant them.
 CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("", "nodes"): {
+        "get": Caller("controllers/health_apply.py", 'kube.get("v1", "Node", node, None)'),
         "list": Caller(CACHES, '@kopf.index("", "v1", "nodes")'),
         "watch": Caller(HANDLERS, '@kopf.on.event("", "v1", "nodes")'),
         "patch": Caller("kube/client.py", 'self._resource("v1", "Node").patch('),
