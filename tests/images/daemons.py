@@ -13,7 +13,14 @@ from pathlib import Path
 from slurmkube.render import RenderContext
 
 from .conftest import Podman
-from .slurm_stack import CONTROLLER, SLURM_UID, host_mounts, wait_until, write_files
+from .slurm_stack import (
+    CONTROLLER,
+    SLURM_UID,
+    host_mounts,
+    start_slurmctld,
+    wait_until,
+    write_files,
+)
 
 
 @dataclass(frozen=True)
@@ -37,29 +44,6 @@ def loopback_context(ctl_port: int, node: str, node_port: int) -> RenderContext:
         # The node's size comes from the Node object, not from this host.
         config_overrides=True,
     )
-
-
-def start_slurmctld(podman: Podman, image: str, name: str, *, etc: Path, state: Path) -> str:
-    """slurmctld on the rendered files in `etc`, state in `state`; returns once it answers.
-    Its hostname is the one slurm.conf's SlurmctldHost names."""
-    ctl = podman.start(
-        name,
-        image,
-        "slurmctld",
-        options=host_mounts(
-            CONTROLLER,
-            etc,
-            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
-            "-v",
-            f"{state}:/var/spool/slurmctld",
-        ),
-    )
-    wait_until(
-        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
-        "slurmctld to answer",
-        podman,
-    )
-    return ctl
 
 
 def start_slurmd(

@@ -79,6 +79,29 @@ def host_mounts(host: str, conf: Path, *extra: str) -> tuple[str, ...]:
     return ("--network=host", f"--hostname={host}", "-v", f"{conf}:/etc/slurm:ro", *extra)
 
 
+def start_slurmctld(podman: Podman, image: str, name: str, *, etc: Path, state: Path) -> str:
+    """slurmctld on the rendered files in `etc`, state in `state`; returns once it answers.
+    Its hostname is the one slurm.conf's SlurmctldHost names."""
+    ctl = podman.start(
+        name,
+        image,
+        "slurmctld",
+        options=host_mounts(
+            CONTROLLER,
+            etc,
+            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
+            "-v",
+            f"{state}:/var/spool/slurmctld",
+        ),
+    )
+    wait_until(
+        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
+        "slurmctld to answer",
+        podman,
+    )
+    return ctl
+
+
 @dataclass(frozen=True)
 class SlurmStack:
     """Container names of the running daemons, and how to reach slurmrestd."""
@@ -125,23 +148,7 @@ def start_slurm_stack(
     conf_server = ("--env", f"SLURMKUBE_CONF_SERVER=127.0.0.1:{ctl_port}")
     sack_key = ("--env", "SLURM_SACK_KEY=/etc/slurm/slurm.key")
 
-    ctl = podman.start(
-        f"{prefix}-slurmctld",
-        image,
-        "slurmctld",
-        options=host_mounts(
-            CONTROLLER,
-            etc,
-            "--env=SLURM_CONF=/etc/slurm/slurm.conf",
-            "-v",
-            f"{state}:/var/spool/slurmctld",
-        ),
-    )
-    wait_until(
-        lambda: "UP" in podman("exec", ctl, "scontrol", "ping", check=False),
-        "slurmctld to answer",
-        podman,
-    )
+    ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
     slurmd = tuple(
         podman.start(
             f"{prefix}-slurmd-{node}",
