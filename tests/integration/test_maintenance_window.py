@@ -4,7 +4,6 @@ jobs that end before the window opens."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 
@@ -32,17 +31,8 @@ def scontrol(slurm_cluster: LocalSlurm) -> Iterator[CliClient]:
         slurm_cluster.run("scontrol", "delete", f"ReservationName={res.name}", check=False)
     # The cluster is shared by the session: leave the node idle, not still
     # completing or `planned` by backfill for a cancelled job.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and node_state(slurm_cluster) != "IDLE+CLOUD":
-        slurm_cluster.run("scontrol", "schedule", check=False)
-        time.sleep(1)
-    assert node_state(slurm_cluster) == "IDLE+CLOUD", node_state(slurm_cluster)
-
-
-def node_state(cluster: LocalSlurm) -> str:
-    shown = cluster.run("scontrol", "show", "node", NODE, check=False)
-    found = re.search(r"State=(\S+)", shown)
-    return found[1] if found else shown
+    slurm_cluster.run("scontrol", "schedule", check=False)
+    slurm_cluster.wait_nodes_idle([NODE])
 
 
 def submit(cluster: LocalSlurm, minutes: int) -> int:
