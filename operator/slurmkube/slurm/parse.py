@@ -3,9 +3,8 @@
 slurmrestd (`/slurm/v0.0.4x/...`) and `scontrol show ... --json` print the
 same data_parser documents, so both backends parse here. The fields read are
 the same in v0.0.40-v0.0.45 (checked against responses recorded from 24.11
-and 26.05 in tests/fixtures/slurm/); everything else is ignored,
-so fields added by newer versions do not break parsing. Numbers may come as
-plain integers or as Slurm's `{"set", "infinite", "number"}` structs.
+and 26.05 in tests/fixtures/slurm/); everything else is ignored, so newer
+fields break nothing. Numbers may be integers or `{"set", "infinite", "number"}`.
 """
 
 from __future__ import annotations
