@@ -9,9 +9,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -187,6 +189,113 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
                 answers = functools.partial(query, prometheus, target["expr"])
                 wait_until(panel["title"], answers, timeout=60)
         in_ctld(namespace, "scancel", running.strip(), waiting.strip())
+    finally:
+        kube.delete("v1", "Namespace", namespace)
+        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+
+
+# --- live vs offline ------------------------------------------------------------------
+
+GOODPUT_SEED = int(os.environ.get("SLURMKUBE_GOODPUT_SEED", "7"))
+STATES = ("allocated", "idle", "fragmentation", "reserved_in_transfer", "drained_down")
+
+
+def _exporter_reading(port: int, namespace: str) -> dict[str, float]:
+    """The cluster's goodput counters as one tick left them: read until two reads agree
+    (a tick publishing mid-read would mix two ticks), keyed by state and bucket."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def read() -> dict[str, float]:
+        body = _get(f"http://127.0.0.1:{port}/metrics") or b""
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(body.decode()):
+            for s in family.samples:
+                if s.labels.get("namespace") != namespace:
+                    continue
+                if s.name == "slurmkube_goodput_gpu_seconds_total":
+                    out[s.labels["state"]] = s.value
+                elif s.name == "slurmkube_goodput_last_update_timestamp_seconds":
+                    out["at"] = s.value
+                elif s.name.startswith("slurmkube_goodput_time_to_start_seconds_"):
+                    kind = s.name.rsplit("_", 1)[1]
+                    if kind in ("count", "sum") and s.labels.get("scheduler") == "slurm":
+                        out[f"tts.{s.labels['gang_size']}.{kind}"] = s.value
+        return out
+
+    first = read()
+    while (second := read()) != first:
+        time.sleep(0.3)
+        first = second
+    return second
+
+
+def _job_mix(seed: int) -> list[tuple[int, int, int, float]]:
+    """(nodes, GPUs per node, seconds, pause before submitting) per job: a queue deep
+    enough that gangs wait and free GPUs strand, over about two minutes."""
+    rng = random.Random(seed)
+    return [
+        (rng.randint(1, 4), rng.choice([1, 2, 4]), rng.randint(20, 45), rng.choice([0, 0, 3, 8]))
+        for _ in range(8)
+    ]
+
+
+def test_live_figures_equal_the_offline_recompute_from_slurms_records(
+    kube: Kube, namespace: str, exporter: int, tmp_path: Path
+) -> None:
+    """A seeded Slurm job mix: the exporter's counters over the window equal
+    `slurmkube goodput` recomputed from Slurm's job and node lists, within 2% (or one
+    second of the fleet's GPUs: Slurm reports whole seconds)."""
+    try:
+        for doc in docs(namespace):
+            kube.apply(doc)
+        ready_cluster(kube, namespace)
+        wait_until(
+            "the exporter's first tick", lambda: "at" in _exporter_reading(exporter, namespace)
+        )
+        before = _exporter_reading(exporter, namespace)
+        jobs = []
+        for nodes, gpus, seconds, pause in _job_mix(GOODPUT_SEED):
+            time.sleep(pause)
+            argv = (f"-N{nodes}", f"--gres=gpu:{gpus}", "--exclude=local-[4-7]")
+            jobs.append(
+                in_ctld(
+                    namespace, "sbatch", "--parsable", *argv, "--wrap", f"sleep {seconds}"
+                ).strip()
+            )
+        for job in jobs:
+            wait_job(namespace, job, {"COMPLETED"}, timeout=600)
+        ended = time.time()
+        wait_until(
+            "a tick after the last job ended",
+            lambda: _exporter_reading(exporter, namespace)["at"] > ended + 1,
+        )
+        after = _exporter_reading(exporter, namespace)
+        (tmp_path / "jobs.json").write_text(in_ctld(namespace, "scontrol", "show", "job", "--json"))
+        (tmp_path / "nodes.json").write_text(
+            in_ctld(namespace, "scontrol", "show", "node", "--json")
+        )
+        recomputed = subprocess.run(
+            [sys.executable, "-m", "slurmkube.cli", "goodput",
+             "--jobs", str(tmp_path / "jobs.json"), "--nodes", str(tmp_path / "nodes.json"),
+             "--from", str(before["at"]), "--to", str(after["at"])],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        offline = json.loads(recomputed.stdout)
+        live = {state: after[state] - before[state] for state in STATES}
+        second = 16.0  # one second of the four deployed 4-GPU nodes
+        figures = {"live": live, "offline": offline["gpu_seconds"]}
+        print(json.dumps({"seed": GOODPUT_SEED, "jobs": len(jobs), **figures}, sort_keys=True))
+        for state in STATES:
+            assert live[state] == pytest.approx(
+                offline["gpu_seconds"][state], rel=0.02, abs=second
+            ), state
+        healthy = sum(live[s] for s in STATES if s != "drained_down")
+        assert live["allocated"] / healthy == pytest.approx(offline["occupancy"], rel=0.02)
+        for bucket, waits in offline["waits_s"].items():
+            count = after.get(f"tts.{bucket}.count", 0) - before.get(f"tts.{bucket}.count", 0)
+            total = after.get(f"tts.{bucket}.sum", 0) - before.get(f"tts.{bucket}.sum", 0)
+            assert count == len(waits), bucket
+            assert total == pytest.approx(sum(waits), rel=0.02, abs=len(waits)), bucket
     finally:
         kube.delete("v1", "Namespace", namespace)
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from slurmkube import SLURM_VERSION, __version__
+from slurmkube import SLURM_VERSION, __version__, cli_goodput
 from slurmkube.api.documents import ClusterBundle, DocumentError, parse_cluster, parse_nodes
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.render import plan_config, render_files
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     version = sub.add_parser("version", help="print versions")
     version.set_defaults(func=_version)
 
-    for extension in _extensions():
+    for extension in (cli_goodput.add_parser, *_extensions()):
         extension(sub)
     return parser
 
@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except UsageError as err:
+    except (UsageError, cli_goodput.GoodputInputError) as err:
         print(f"slurmkube {args.command}: {err}", file=sys.stderr)
         return 2
 

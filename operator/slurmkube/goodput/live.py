@@ -50,7 +50,7 @@ _Emit = Callable[[Event], None]
 
 # Order of events at one instant: nodes join first, releases before placements
 # (a node freed and taken in the same second), placements last.
-_RANK = {
+EVENT_ORDER: dict[type[Event], int] = {
     NodeAdded: 0,
     JobSubmitted: 1,
     JobEnded: 2,
@@ -149,7 +149,7 @@ class LiveTranslator:
         raw: list[tuple[float, int, int, Event]] = []
 
         def emit(event: Event) -> None:
-            raw.append((event.t, _RANK[type(event)], len(raw), event))
+            raw.append((event.t, EVENT_ORDER[type(event)], len(raw), event))
 
         self._gang_events(snapshot, emit)
         self._node_events(snapshot, emit)
