@@ -60,7 +60,7 @@ test: check test-unit test-integration $(EXTRA_TEST_TARGETS)
 
 # The real thing: cluster-up, helm install, a SlurmCluster on the local GPU
 # nodes, a gang job; left running (demo-down removes it and stops the cluster).
-demo: cluster-up
+demo: promtool cluster-up
 	@$(E2E_TOOL) demo
 
 demo-down: venv

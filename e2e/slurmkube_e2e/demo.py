@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from slurmkube_e2e import processes
+from slurmkube_e2e import demo_goodput, processes
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl
 from slurmkube_e2e.layout import Layout
@@ -47,12 +47,14 @@ def _demo_dir(layout: Layout) -> Path:
 
 
 def _operator(layout: Layout, kubeconfig: Path) -> processes.Process:
+    env = host_operator_env(kubeconfig, "demo-operator", OPERATOR_NAMESPACE)
+    env["SLURMKUBE_GOODPUT_SECONDS"] = demo_goodput.GOODPUT_SECONDS
     return processes.Process(
         name="slurmkube-operator",
-        argv=OPERATOR_ARGV,
+        argv=(*OPERATOR_ARGV, "--metrics-port", str(layout.ports.demo_operator_metrics)),
         pid_dir=layout.pids,
         log_dir=layout.logs,
-        env=tuple(host_operator_env(kubeconfig, "demo-operator", OPERATOR_NAMESPACE).items()),
+        env=tuple(env.items()),
     )
 
 
@@ -144,6 +146,8 @@ def up(layout: Layout) -> int:
         f"log {operator.log_file}",
         flush=True,
     )
+    prometheus = demo_goodput.start_prometheus(layout, _demo_dir(layout))
+    print(f"demo: prometheus {prometheus} scrapes the operator's /metrics", flush=True)
 
     if kube.get("v1", "Namespace", NAMESPACE) is None:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -197,6 +201,18 @@ def up(layout: Layout) -> int:
     state, nodes = _wait_job_done(job)
     inside = [name for name, members in _blocks(topology).items() if members == nodes]
     _section(f"job {job}: {state}", f"ran on {nodes}; block: {inside[0] if inside else 'NONE'}")
+
+    settle = float(demo_goodput.GOODPUT_SECONDS) + 2 * demo_goodput.SCRAPE_SECONDS
+    time.sleep(settle)  # the gang job's start reaches the counters before the window
+    began = time.time()
+    mix = demo_goodput.run_mix(NAMESPACE, CTLD_POD)
+    print(f"\ndemo: a job mix for goodput: jobs {' '.join(mix)}", flush=True)
+    for each in mix:
+        _wait_job_done(each, timeout=300)
+    time.sleep(settle)
+    png = _demo_dir(layout) / "goodput.png"
+    figures = demo_goodput.report(prometheus, NAMESPACE, began, time.time(), png)
+    _section("goodput of the job mix (PromQL against Prometheus)", figures)
     latest = kube.get(API, "SlurmCluster", CLUSTER, namespace=NAMESPACE) or cluster
     conditions = "\n".join(
         f"  {c['type']:<22} {c['status']:<5} {c['reason']}: {c['message']}"
@@ -224,6 +240,8 @@ def down(layout: Layout) -> int:
     stopped = processes.stop(operator)
     if stopped is not None:
         print(f"demo: operator pid {stopped} stopped")
+    if processes.stop(demo_goodput.prometheus_process(layout, _demo_dir(layout))) is not None:
+        print("demo: prometheus stopped")
     if _helm(layout, "list", "-q", "--namespace", OPERATOR_NAMESPACE).strip():
         _helm(layout, "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE)
         print(f"demo: helm release {RELEASE} uninstalled")

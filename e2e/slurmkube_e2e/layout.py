@@ -36,6 +36,8 @@ class Ports:
     kueue_webhook: int = 29443
     kueue_metrics: int = 28080
     kueue_health: int = 28081
+    demo_operator_metrics: int = 28090
+    demo_prometheus: int = 28091
 
     def all(self) -> dict[str, int]:
         return dict(vars(self))

@@ -18,6 +18,7 @@ import pytest
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster
+from slurmkube_e2e.replicas import STARTED
 from slurmkube_e2e.waiting import wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
@@ -48,6 +49,15 @@ def owned_objects(kube: Kube, namespace: str) -> dict[tuple[str, str], dict[str,
     return out
 
 
+def _wait_started(operator: OperatorProcess, before: int, timeout: float = 120) -> int:
+    """Wait until the operator's log shows one more finished start-up than `before`."""
+    deadline = time.monotonic() + timeout
+    while (seen := operator.tail(10**7).count(STARTED)) <= before:
+        assert time.monotonic() < deadline, f"operator not started:\n{operator.tail()}"
+        time.sleep(0.1)
+    return seen
+
+
 def test_operator_killed_twenty_times_mid_reconcile_converges(
     kube: Kube, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -59,13 +69,16 @@ def test_operator_killed_twenty_times_mid_reconcile_converges(
     ready_cluster(kube, namespace, timeout=240)
     reference = set(owned_objects(kube, namespace))
 
+    started = operator.tail(10**7).count(STARTED) - 1  # the running one has started
     for kill in range(KILLS):
         if kill % 5 == 0:
             replicas, max_time = STEPS[(kill // 5) % len(STEPS)]
             for doc in docs(namespace, replicas=replicas, max_time=max_time):
                 kube.apply(doc)
-        # Start-up (kopf, watches, lease) takes about a second; reconciles follow
-        # each second: these delays cut into the middle of one.
+        # Start-up (kopf, watches, lease) takes a second on an idle machine and ten
+        # under load; reconciles follow each second: waiting for it, these delays
+        # cut into the middle of one whatever the load.
+        started = _wait_started(operator, started)
         time.sleep(rng.uniform(0.3, 4.0))
         operator.kill()
         operator.start()
@@ -78,11 +91,14 @@ def test_operator_killed_twenty_times_mid_reconcile_converges(
         API,
         "SlurmCluster",
         "local",
+        # Ready for the last spec: a status written before it (the operators may
+        # all die before reconciling it) says Ready for an older generation.
         lambda o: (
             any(
                 c["type"] == "Ready" and c["status"] == "True"
                 for c in (o.get("status") or {}).get("conditions") or []
             )
+            and (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
             and (o.get("status") or {}).get("nodes", {}).get("idle") == replicas
         ),
         namespace=namespace,
