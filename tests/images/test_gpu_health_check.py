@@ -105,6 +105,9 @@ def test_slurmds_gpu_check_drains_a_node_missing_a_gpu_with_the_owned_reason(
     files = render_files(plan_config(cluster, nodes, loopback_context(ctl_port, NODE, node_port)))
     assert f"HealthCheckProgram={PROGRAM}" in files.files["slurm.conf"]
     fake_gpus = tuple(f"--device=/dev/null:/dev/nvidia{i}" for i in range(GPUS))
+    # A hostname that is not the node name (as a pod's, for a dotted node name): the
+    # program must take slurmd's SLURMD_NODENAME.
+    options = (*fake_gpus, "--hostname=gpu-check-pod")
     started = start_cluster(
         podman,
         images[name],
@@ -112,7 +115,7 @@ def test_slurmds_gpu_check_drains_a_node_missing_a_gpu_with_the_owned_reason(
         dict(files.files),
         node=NODE,
         ctl_port=ctl_port,
-        slurmd_options=fake_gpus,
+        slurmd_options=options,
     )
     ctl, slurmd = started.ctl, started.slurmd
     assert node_check_passes(podman, slurmd)
@@ -124,7 +127,7 @@ def test_slurmds_gpu_check_drains_a_node_missing_a_gpu_with_the_owned_reason(
     podman("exec", slurmd, "mv", "/dev/gone-nvidia1", "/dev/nvidia1")
     assert node_check_passes(podman, slurmd)
     assert active_check(podman, ctl) == "COMPLETED"
-    assert node_state(podman, ctl) == ("idle", "none")
+    wait_until(lambda: node_state(podman, ctl) == ("idle", "none"), "idle, no reason", podman)
 
     # An admin's drain is theirs: the check fails and leaves the reason alone.
     admin = node_state_argv(NODE, NodeStateChange.DRAIN, "RMA GPU 1")
