@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import DocumentError
 from slurmkube.api.models import HealthSpec
+from slurmkube.controllers import health as health_controller
 from slurmkube.controllers.health import node_check_enabled
 from slurmkube.controllers.health_apply import CHECK_SCRIPT
 from slurmkube.plan import health_rules as rules
@@ -129,6 +130,19 @@ def test_health_acts_with_rules_or_the_node_check(
     slurmd's drains need its recovery."""
     assert HealthSpec.model_validate(spec.get("health") or {}).acts is acts
     assert node_check_enabled(spec) is watched
+
+
+def test_a_cluster_with_only_the_node_check_gets_health_passes() -> None:
+    key = ("ns", "node-check-only")
+    on = {"health": {"nodeCheck": {"enabled": True}}}
+    try:
+        health_controller.cluster_event("ADDED", "ns", key[1], on, {})  # type: ignore[arg-type]
+        assert health_controller.HEALTH.clusters[key] == frozenset()
+        health_controller.cluster_event("MODIFIED", "ns", key[1], {}, {})  # type: ignore[arg-type]
+        assert key not in health_controller.HEALTH.clusters
+    finally:
+        health_controller.HEALTH.clusters.pop(key, None)
+        health_controller.PASSES.forget(key)
 
 
 # --- the program, with fake GPU device files ----------------------------------------
