@@ -227,6 +227,100 @@ def test_bad_arguments_are_refused_before_anything_runs(
     assert got.code == 64, got
 
 
+def tool(directory: Path, name: str, body: str) -> None:
+    """A fake of a program the check calls, as a small sh script."""
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def fake_scontrol(tools: Path, record: str | None) -> Path:
+    """`scontrol -o show node` prints `record` (None: slurmctld unreachable); an
+    `update` is written, one argument a line, to the returned file."""
+    updates = tools / "updates"
+    show = f"printf '%s\\n' '{record}'" if record is not None else "exit 1"
+    tool(
+        tools,
+        "scontrol",
+        f'case "$1" in -o) {show} ;; update) printf "%s\\n" "$@" >{updates} ;; esac',
+    )
+    return updates
+
+
+def record(state: str, gres: str) -> str:
+    return f"NodeName=gpu-0001 Arch=x86_64 CPUs=64 Gres={gres} State={state} Weight=1"
+
+
+FOUR = [f"nvidia{i}" for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("shown", "files", "code", "drained"),
+    [
+        pytest.param(
+            record("IDLE", "gpu:gb200:4(S:0-1)"), FOUR[:3], 1, GPU_GONE, id="gpu-gone-drains"
+        ),
+        pytest.param(
+            record("MIXED", "gpu:gb200:4(S:0,1)"), FOUR[:3], 1, GPU_GONE, id="busy-drains-too"
+        ),
+        pytest.param(
+            record("IDLE+DRAIN", "gpu:gb200:4"), FOUR[:3], 1, None, id="drained-keeps-reason"
+        ),
+        pytest.param(
+            record("IDLE", "gpu:a:2(S:0),gpu:b:2(S:1)"), FOUR, 0, None, id="typed-gres-summed"
+        ),
+        pytest.param(record("IDLE", "gpu:4,shard:8"), FOUR, 0, None, id="other-gres-ignored"),
+        pytest.param(record("IDLE", "(null)"), [], 0, None, id="no-gres-cpu-node"),
+        pytest.param(None, FOUR, 1, None, id="slurmctld-unreachable-no-drain"),
+    ],
+)
+def test_as_health_check_program_it_drains_only_an_undrained_node_with_too_few_gpus(
+    tmp_path: Path, shown: str | None, files: list[str], code: int, drained: str | None
+) -> None:
+    updates = fake_scontrol(tmp_path / "tools", shown)
+    dev = devices(tmp_path / "dev", files)
+    got = run("--tools", str(tmp_path / "tools"), "--dev", str(dev))
+    assert got.code == code, got
+    sent = updates.read_text().splitlines() if updates.exists() else None
+    want = ["update", "NodeName=gpu-0001", "State=DRAIN", f"Reason={drained}"]
+    assert sent == (want if drained else None)
+
+
+GPU_LIST = 'for i in 0 1 2 3; do echo "GPU $i: NVIDIA GB200 (UUID: GPU-$i)"; done'
+
+
+@pytest.mark.parametrize(
+    ("nvidia_smi", "dcgmi", "reason"),
+    [
+        pytest.param(GPU_LIST, None, None, id="nvidia-smi-lists-all"),
+        pytest.param(f"{GPU_LIST} | head -3", None, "nvidia-smi lists 3 of 4 GPUs", id="one-gone"),
+        pytest.param("exit 9", None, "nvidia-smi failed, 4 GPUs configured", id="smi-fails"),
+        pytest.param(GPU_LIST, "exit 0", None, id="dcgm-diag-passes"),
+        pytest.param(
+            GPU_LIST,
+            '[ "$1" = diag ] && exit 1 || exit 0',
+            "dcgmi diag -r 1 failed",
+            id="dcgm-diag-fails",
+        ),
+        pytest.param(GPU_LIST, "exit 1", None, id="no-host-engine-diag-skipped"),
+    ],
+)
+def test_with_the_drivers_tools_nvidia_smi_counts_and_dcgm_diagnoses(
+    tmp_path: Path, nvidia_smi: str, dcgmi: str | None, reason: str | None
+) -> None:
+    tools = tmp_path / "tools"
+    tool(tools, "nvidia-smi", nvidia_smi)
+    if dcgmi is not None:
+        tool(tools, "dcgmi", dcgmi)
+    # No device files at all: with nvidia-smi there, they are not what counts.
+    dev = devices(tmp_path / "dev", [])
+    got = run("--no-drain", "--gpus", "4", "--tools", str(tools), "--dev", str(dev))
+    assert got.code == (1 if reason else 0), got
+    if reason:
+        assert got.reason == f"{wk.HEALTH_REASON_PREFIX} gpu check: {reason}"
+
+
 def test_the_active_check_script_runs_the_gpu_check_with_slurms_count(tmp_path: Path) -> None:
     """The check job's script as slurmd runs it: the program on PATH; this host has no
     /dev/nvidia*, so a node Slurm counts GPUs on fails and a CPU node passes."""
