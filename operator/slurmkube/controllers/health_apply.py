@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 # counts there; slurmd had to start it and bind them. Then the Slurm image's GPU
 # check (the one slurmd runs as HealthCheckProgram, images/slurm/bin) must find
 # all `{gpus}` GPUs healthy, without draining: the planner reads the job's exit.
-# A slurmd image without it keeps the older check: where the driver is
-# installed, every GPU must answer. `{reservation}` passed
+# A slurmd image without the program gets the placement check alone, plus
+# `nvidia-smi -L` where the driver is installed. `{reservation}` passed
 # arguments.reservation_name: [A-Za-z0-9_.-] only, safe in single quotes;
 # `{gpus}` is an int.
 CHECK_SCRIPT: Final = """#!/bin/sh
