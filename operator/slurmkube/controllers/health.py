@@ -4,9 +4,10 @@ A SlurmCluster with `spec.health.rules` or `spec.health.nodeCheck` on (or a
 health record left from earlier settings) has one key in this module's work
 queue. A Node event that changes a condition or taint some rule reads, or
 slurmkube's own taint, adds every such key (after `COALESCE_SECONDS`);
-heartbeats change neither and add nothing. A pass comes back soon while a node is checking (its check job's
-result is read from Slurm), and every `RESYNC_SECONDS` anyway: an admin's
-resume in Slurm is no Kubernetes event. Only the leader acts.
+heartbeats change neither and add nothing. A pass comes back soon while a
+node is checking (its check job's result is read from Slurm), and every
+`RESYNC_SECONDS` anyway: an admin's resume in Slurm, or a drain by slurmd's
+GPU check, is no Kubernetes event. Only the leader acts.
 
 Observed: the Node index's conditions, taints and domain label
 (`caches.fleet_nodes`), each Slurm node's drain, reason and jobs, the check
