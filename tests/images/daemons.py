@@ -25,10 +25,12 @@ from .slurm_stack import (
 
 @dataclass(frozen=True)
 class Started:
-    """A slurmctld with one registered slurmd; `etc` is its /etc/slurm, writable here."""
+    """A slurmctld with one registered slurmd (container names); `etc` is
+    slurmctld's /etc/slurm, writable here."""
 
     ctl: str
     etc: Path
+    slurmd: str
 
 
 def loopback_context(ctl_port: int, node: str, node_port: int) -> RenderContext:
@@ -88,9 +90,11 @@ def start_cluster(
     *,
     node: str,
     ctl_port: int,
+    slurmd_options: tuple[str, ...] = (),
 ) -> Started:
-    """slurmctld on `files` plus fresh keys, and `node`'s configless slurmd,
-    registered; containers named after this process, removed by the fixture."""
+    """slurmctld on `files` plus fresh keys, and `node`'s configless slurmd (with
+    podman `slurmd_options`), registered; containers named after this process,
+    removed by the fixture."""
     key = secrets.token_bytes(1024)
     keys = {"slurm.key": key, "jwt.key": secrets.token_bytes(32)}
     etc = write_files(tmp_path / "etc", {**files, **keys}, SLURM_UID)
@@ -100,6 +104,9 @@ def start_cluster(
     os.chown(state, SLURM_UID, SLURM_UID)
     prefix = f"slurmkube-{tmp_path.name}-{os.getpid()}"[:60]
     ctl = start_slurmctld(podman, image, f"{prefix}-slurmctld", etc=etc, state=state)
-    start_slurmd(podman, image, f"{prefix}-slurmd", node=node, key=key_only, ctl_port=ctl_port)
+    slurmd = f"{prefix}-slurmd"
+    start_slurmd(
+        podman, image, slurmd, node=node, key=key_only, ctl_port=ctl_port, extra=slurmd_options
+    )
     wait_idle(podman, ctl, node)
-    return Started(ctl, etc)
+    return Started(ctl, etc, slurmd)

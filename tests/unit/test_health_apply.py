@@ -185,7 +185,7 @@ def test_check_job_asks_for_the_nodes_gpus_in_its_partitions_for_the_timeout() -
     action = HealthAction(ActionKind.RUN_CHECK, "g", reservation="slurmkube-check-g")
     made = check_job(action, slurm_node("g", {"IDLE"}, gpus=4), 601)
     assert (made.gpus, made.partitions, made.time_limit_minutes) == (4, ("gpu",), 11)
-    assert made.script == CHECK_SCRIPT.format(reservation="slurmkube-check-g")
+    assert made.script == CHECK_SCRIPT.format(reservation="slurmkube-check-g", gpus=4)
     assert "[ \"${SLURM_JOB_RESERVATION:-}\" = 'slurmkube-check-g' ]" in made.script
     assert check_job(action, None, 10).time_limit_minutes == 1
 

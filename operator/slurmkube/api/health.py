@@ -114,6 +114,26 @@ class RecoverySpec(StrictModel):
     """After a failed check (not yet a hold), wait this long before checking again."""
 
 
+# --- the slurmd-side check (slurm.conf HealthCheckProgram) -------------------
+
+# slurm.conf(5) HealthCheckNodeState: the node states on which slurmd runs it.
+NodeCheckState = Literal["ANY", "ALLOC", "IDLE", "MIXED", "NONDRAINED_IDLE"]
+
+
+class NodeCheckSpec(StrictModel):
+    """slurmd runs the Slurm image's GPU check (`slurmkube-gpu-check`) every
+    `intervalSeconds`; a node whose GPUs are missing or unhealthy drains itself with a
+    `slurmkube:health:` reason, and comes back only after its active check passes.
+    Off by default: the program must be in the slurmd image (slurmkube's Slurm images
+    have it)."""
+
+    enabled: bool = False
+    interval_seconds: int = Field(300, ge=10, le=86400, alias="intervalSeconds")
+    """slurm.conf HealthCheckInterval."""
+    node_state: NodeCheckState = Field("ANY", alias="nodeState")
+    """slurm.conf HealthCheckNodeState: ANY, or only nodes in that state."""
+
+
 class HealthSpec(StrictModel):
     """Node health: Node conditions and taints -> an owned drain in Slurm and a taint
     for Kubernetes, with a circuit breaker, rack escalation and recovery after proof."""
@@ -128,3 +148,10 @@ class HealthSpec(StrictModel):
         default_factory=RackEscalationSpec, alias="rackEscalation"
     )
     recovery: RecoverySpec = Field(default_factory=RecoverySpec)
+    node_check: NodeCheckSpec = Field(default_factory=NodeCheckSpec, alias="nodeCheck")
+    """The slurmd-side GPU check (slurm.conf HealthCheckProgram)."""
+
+    @property
+    def acts(self) -> bool:
+        """Anything can make a node sick: a rule, or the slurmd-side check."""
+        return bool(self.rules) or self.node_check.enabled

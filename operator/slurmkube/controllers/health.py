@@ -1,12 +1,13 @@
 """kopf wiring of node health: observe -> `plan_health` -> apply, per SlurmCluster.
 
-A SlurmCluster with `spec.health.rules` (or a health record left from
-earlier rules) has one key in this module's work queue. A Node event that
-changes a condition or taint some rule reads, or slurmkube's own taint, adds
-every such key (after `COALESCE_SECONDS`); heartbeats change neither and add
-nothing. A pass comes back soon while a node is checking (its check job's
-result is read from Slurm), and every `RESYNC_SECONDS` anyway: an admin's
-resume in Slurm is no Kubernetes event. Only the leader acts.
+A SlurmCluster with `spec.health.rules` or `spec.health.nodeCheck` on (or a
+health record left from earlier settings) has one key in this module's work
+queue. A Node event that changes a condition or taint some rule reads, or
+slurmkube's own taint, adds every such key (after `COALESCE_SECONDS`);
+heartbeats change neither and add nothing. A pass comes back soon while a
+node is checking (its check job's result is read from Slurm), and every
+`RESYNC_SECONDS` anyway: an admin's resume in Slurm, or a drain by slurmd's
+GPU check, is no Kubernetes event. Only the leader acts.
 
 Observed: the Node index's conditions, taints and domain label
 (`caches.fleet_nodes`), each Slurm node's drain, reason and jobs, the check
@@ -96,6 +97,11 @@ def rule_keys(spec: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(keys)
 
 
+def node_check_enabled(spec: Mapping[str, Any]) -> bool:
+    """`spec.health.nodeCheck.enabled`: slurmd's check drains nodes health must recover."""
+    return bool(((spec.get("health") or {}).get("nodeCheck") or {}).get("enabled"))
+
+
 def _keys() -> frozenset[str]:
     keys = frozenset().union(*HEALTH.clusters.values()) if HEALTH.clusters else frozenset()
     return keys | {wk.TAINT_UNHEALTHY} if HEALTH.clusters else keys
@@ -128,7 +134,8 @@ def cluster_event(
 ) -> None:
     key = (wk.namespace_or_default(namespace), name)
     keys = rule_keys(spec)
-    if type == "DELETED" or not (keys or wk.ANNOTATION_HEALTH in annotations):
+    watched = keys or node_check_enabled(spec) or wk.ANNOTATION_HEALTH in annotations
+    if type == "DELETED" or not watched:
         HEALTH.clusters.pop(key, None)
         PASSES.forget(key)
     else:
@@ -231,9 +238,9 @@ def reconcile_health(kube: Kube, key: Key, nodes: Mapping[str, NodeEntry]) -> fl
     applied = apply_health(target, plan)
     after = HealthRecord(plan.memory, next_checks(record.checks, plan, applied.submitted))
     kept = annotations.get(wk.ANNOTATION_HEALTH)
-    # An empty record of a cluster without rules goes, and with it the cluster's key.
+    # An empty record of a cluster health no longer acts on goes, and with it its key.
     empty = not (after.memory or after.checks)
-    text = None if empty and not spec.rules else record_text(after)
+    text = None if empty and not spec.acts else record_text(after)
     if text != kept and not (kept is None and empty):
         kube.annotate(wk.API_VERSION, "SlurmCluster", name, namespace, {wk.ANNOTATION_HEALTH: text})
     opened = _write_status(kube, obj, plan, observed.gpus)

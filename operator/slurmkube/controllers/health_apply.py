@@ -42,15 +42,21 @@ log = logging.getLogger(__name__)
 # The active check: Slurm placed it on the node alone, inside the node's
 # reservation (it fails anywhere else: slurmd sets SLURM_JOB_RESERVATION for a
 # job in one, sbatch(1) OUTPUT ENVIRONMENT VARIABLES), with every GPU Slurm
-# counts there; slurmd had to start it and bind them. Where the driver is
-# installed, every GPU must answer too. `{reservation}` passed
-# arguments.reservation_name: [A-Za-z0-9_.-] only, safe in single quotes.
+# counts there; slurmd had to start it and bind them. Then the Slurm image's GPU
+# check (the one slurmd runs as HealthCheckProgram, images/slurm/bin) must find
+# all `{gpus}` GPUs healthy, without draining: the planner reads the job's exit.
+# A slurmd image without the program gets the placement check alone, plus
+# `nvidia-smi -L` where the driver is installed. `{reservation}` passed
+# arguments.reservation_name: [A-Za-z0-9_.-] only, safe in single quotes;
+# `{gpus}` is an int.
 CHECK_SCRIPT: Final = """#!/bin/sh
 # slurmkube node health: active check
 set -eu
 [ "${{SLURM_JOB_RESERVATION:-}}" = '{reservation}' ]
 hostname
-if [ -n "${{SLURM_JOB_GPUS:-}}" ] && command -v nvidia-smi >/dev/null 2>&1; then
+if command -v slurmkube-gpu-check >/dev/null 2>&1; then
+  slurmkube-gpu-check --no-drain --gpus {gpus}
+elif [ -n "${{SLURM_JOB_GPUS:-}}" ] && command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi -L
 fi
 """
@@ -82,13 +88,14 @@ class Applied:
 def check_job(action: HealthAction, node: Node | None, timeout_seconds: int) -> JobSubmission:
     """The check job of `action` (run-check): as many minutes as the check may take,
     the node's GPUs as Slurm counts them, in the node's partitions."""
+    gpus = int(node.gpus) if node is not None else 0
     return JobSubmission(
         name=action.reservation,
         node=action.node,
         reservation=action.reservation,
-        script=CHECK_SCRIPT.format(reservation=reservation_name(action.reservation)),
+        script=CHECK_SCRIPT.format(reservation=reservation_name(action.reservation), gpus=gpus),
         time_limit_minutes=min(max(-(-timeout_seconds // 60), 1), 1440),
-        gpus=node.gpus if node is not None else 0,
+        gpus=gpus,
         partitions=node.partitions if node is not None else (),
     )
 

@@ -18,6 +18,7 @@ from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import KubeNode, NodeSet, PriorityWeights
 from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS, RenderContext
+from slurmkube.render.health_check import NodeHealthCheck, node_health_check
 from slurmkube.render.hostlist import hostlist
 from slurmkube.render.membership import (
     HeldNode,
@@ -115,6 +116,7 @@ class SlurmConfig:
     # NodeSet -> the nodes its selector picks (who should run slurmd).
     members: dict[str, tuple[SlurmToken, ...]]
     power: PowerSaving | None = None
+    health_check: NodeHealthCheck | None = None
     # Held nodes (render/membership.py) whose line or NodeSet differs from what
     # Kubernetes alone would give: a change waits for them to drain.
     held: frozenset[str] = frozenset()
@@ -383,6 +385,7 @@ def plan_config(
         topologies=topologies,
         members={name: tuple(n.name for n in nodes) for name, nodes in members.selected.items()},
         power=power_saving(bundle.node_sets, members.lines, ctx),
+        health_check=node_health_check(spec.health.node_check, ctx),
         held=lines.held,
         shape_of=lines.shape_of,
         problems=tuple(problems or ()),

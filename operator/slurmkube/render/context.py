@@ -45,3 +45,5 @@ class RenderContext:
     # ResumeProgram/SuspendProgram of autoscaled NodeSets: the operator follows
     # Slurm's node states (plan.autoscale), so the programs only have to exit 0.
     power_program: str = "/bin/true"
+    # HealthCheckProgram with spec.health.nodeCheck: the path in the Slurm image.
+    health_check_program: str = "/usr/local/bin/slurmkube-gpu-check"
