@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from slurmkube.goodput import GoodputReport, JobSubmitted, Side
 from slurmkube.placement import Snapshot
+from slurmkube_sim.faults import Fault
 from slurmkube_sim.fleet import FleetSpec
 from slurmkube_sim.health_side import HealthSide
 from slurmkube_sim.policy import Policy, StaticSplit, UpperBound
@@ -114,10 +115,12 @@ def simulate(
     seed: int,
     failures: FailureModel = DEFAULT_FAILURES,
     health: HealthAware | None = None,
+    faults: Sequence[Fault] | None = None,
 ) -> SimOutcome:
     """Run `jobs` on `fleet` under `policy`; metrics over [0, horizon).
 
     `health`: how placement answers health signals (None: naive, it ignores them).
+    `faults`: these faults instead of the ones `failures` draws for `seed`.
     """
     started = time.perf_counter()
     if isinstance(policy, UpperBound):
@@ -132,6 +135,8 @@ def simulate(
         failures=failures,
         health=health,
     )
+    if faults is not None and not run.unified:
+        run.faults = tuple(faults)  # a CLEAR names its SIGNAL by position here
     run.loop()
     return run.outcome(time.perf_counter() - started)
 

@@ -37,12 +37,13 @@ _KINDS = {FaultKind.FAIL: FAIL, FaultKind.SIGNAL: SIGNAL, FaultKind.CLEAR: CLEAR
 
 
 class FailureSide(LendingSide):
-    faults: tuple[Fault, ...] = ()
+    faults: tuple[Fault, ...] | None = None  # given ones (tests), else drawn for the seed
 
     def _init_failures(self, seed: int) -> None:
-        self.faults = fault_schedule(
-            self.failures, nodes=self.fleet.nodes, horizon=self.horizon, seed=seed
-        )
+        if self.faults is None:
+            self.faults = fault_schedule(
+                self.failures, nodes=self.fleet.nodes, horizon=self.horizon, seed=seed
+            )
         for i, fault in enumerate(self.faults):
             self._push(fault.t, _KINDS[fault.kind], fault.node, i)
 

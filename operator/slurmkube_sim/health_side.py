@@ -35,6 +35,7 @@ class HealthSide(FailureSide):
 
     def _clear(self, n: int, i: int) -> None:
         active = self.signals.get(n)
+        assert self.faults is not None
         key = self.faults[i].signal
         if active is None or key not in active:
             return  # its signal came while the node was down, or the node failed since
