@@ -17,7 +17,6 @@ holds; the exit code is 1 when it does not, 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import sys
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from lending_policy import emit  # bench/ is on the path when a bench runs
 from slurmkube_sim.alibaba import DEFAULT_TRACE_DIR, TracePod, load_pods
 from slurmkube_sim.health_compare import CASES, MODES, figures, run_modes, summarise
 from slurmkube_sim.scenario import build_workload
@@ -94,21 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             **summarise(seeds, targets),
         }
     meets = all(s["meets_target"] for s in scenarios.values())
-    print(
-        json.dumps(
-            {
-                "bench": "health_sim",
-                "jobs": args.jobs,
-                "seeds": args.seeds,
-                "target_modes": list(targets),
-                "wall_s": round(time.perf_counter() - started, 1),
-                "load_average_1m": round(os.getloadavg()[0], 2),
-                "scenarios": scenarios,
-                "meets_target": meets,
-            }
-        )
-    )
-    return 0 if meets else 1
+    fields = {"jobs": args.jobs, "seeds": args.seeds, "target_modes": list(targets)}
+    return emit("health_sim", fields, scenarios, started, meets)
 
 
 if __name__ == "__main__":
