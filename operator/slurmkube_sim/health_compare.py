@@ -12,7 +12,7 @@ Fault figures (`FAULT_MODELS`), and which of them are ours:
 - Failure rate: Meta's Llama 3 pre-training fleet, 419 unexpected
   interruptions in 54 days on 16,384 H100 GPUs (2,048 nodes of 8), that is
   one per 264 node-days (Dubey et al., "The Llama 3 Herd of Models", 2024,
-  §3.3.4, Table 5). Every interruption is taken as one node failure. The
+  §3.3.4). Every interruption is taken as one node failure. The
   Helios and Philly studies (Hu et al., SC'21; Jeon et al., ATC'19) report
   job failure causes and rates, not a per-node failure rate, so no figure is
   taken from them; `stressed` assumes four times Meta's rate, as a young or
