@@ -66,7 +66,8 @@ class HealthAware:
     checkpoint, as the health rule's `fatal` severity does). It returns once its
     signal cleared and an active check of `check_s` passed. A domain with at least
     `domain_out_share` of its nodes out (down or drained) is withheld from gangs of
-    the block size or more (`rackEscalation.domainSickShare`).
+    the block size or more (`rackEscalation.domainSickShare`; live, the planner
+    reports such a domain but nothing withholds it yet).
     """
 
     requeue_on_signal: bool = False
