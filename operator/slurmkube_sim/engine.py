@@ -100,7 +100,7 @@ class SimOutcome:
     jobs_requeued: int = 0  # runs stopped after a checkpoint because their node turned sick
     lost_gpu_hours: float = 0.0  # work thrown away by kills, plus every restart's penalty
     escalations: int = 0  # domains withheld from block-size gangs
-    placed_on_down: int = 0  # placements on a failed node: must be 0
+    placed_on_down: int = 0  # placements on a failed node, or work left on one: must be 0
     placed_on_sick: int = 0  # placements on a sick node: must be 0 when health-aware
     nodes_down_at_end: int = 0
 

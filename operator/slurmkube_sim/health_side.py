@@ -12,7 +12,8 @@ passed. A domain with `domain_out_share` of its nodes down or drained is
 withheld from gangs of the block size or more.
 
 Every placement decision is checked: on a down node (never allowed), on a
-sick node (never allowed under health-aware placement).
+sick node (never allowed under health-aware placement); and a failure must
+leave nothing on its node.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class HealthSide(FailureSide):
             self.withheld.discard(n)
             self.withheld_in_block[self.block[n]] -= 1
         super()._fail(n, epoch)
+        if self.job_on[n] >= 0 or self.pods_on[n] or n in self.bound:
+            self.placed_on_down += 1  # work left on a dead node breaks the same rule
         self.down.add(n)
         self._update_escalation(self.block[n])
 
