@@ -157,19 +157,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench/lending_policy.py: {err}", file=sys.stderr)
         return 2
     meets = all(s["meets_target"] for s in scenarios.values())  # type: ignore[index]
-    print(
-        json.dumps(
-            {
-                "bench": "lending_policy",
-                "jobs": args.jobs,
-                "seeds": args.seeds,
-                "wall_s": round(time.perf_counter() - started, 1),
-                "load_average_1m": round(os.getloadavg()[0], 2),
-                "scenarios": scenarios,
-                "meets_target": meets,
-            }
-        )
+    return emit(
+        "lending_policy", {"jobs": args.jobs, "seeds": args.seeds}, scenarios, started, meets
     )
+
+
+def emit(
+    bench: str, fields: dict[str, object], scenarios: object, started: float, meets: bool
+) -> int:
+    """Print a seeded bench's one JSON document, with its wall time and load; its exit code."""
+    document = {
+        "bench": bench,
+        **fields,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "scenarios": scenarios,
+        "meets_target": meets,
+    }
+    print(json.dumps(document))
     return 0 if meets else 1
 
 

@@ -16,3 +16,12 @@ SEEDS ?= 10
 JOBS ?= 50000
 bench-lending: venv
 	nice -n 10 $(PY) bench/lending_policy.py --seeds $(SEEDS) --jobs $(JOBS) --scenarios reference,alibaba,bursty
+
+# Issue 21: health-aware against naive placement under injected node faults (Meta's Llama 3
+# failure rate, signals before failures), 3 scenarios x HEALTH_SEEDS seeds; one JSON
+# document, exit 1 when the target is missed.
+.PHONY: bench-health
+HEALTH_SEEDS ?= 5
+HEALTH_JOBS ?= 30000
+bench-health: venv
+	nice -n 10 $(PY) bench/health_sim.py --seeds $(HEALTH_SEEDS) --jobs $(HEALTH_JOBS) --scenarios reference,stressed,bursty

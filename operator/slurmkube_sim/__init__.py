@@ -5,11 +5,11 @@ static split, measured with `slurmkube.goodput` and placing lent nodes with
 `slurmkube.placement`, the same code the operator runs. A package of its own beside `slurmkube`,
 so the operator image does not carry it; `slurmkube sim` finds it when installed. Layers: `fleet`,
 `workload` and `alibaba` (inputs), `policy`, `engine` (one run: the loop over `state`,
-`slurm_side`, `pods`, `lending` and `failures`), `scenario`
+`slurm_side`, `pods`, `lending`, `failures` and `health_side`; faults from `faults`), `scenario`
 (the comparison), `report` and `cli` (the only I/O besides the trace loader).
 """
 
-from slurmkube_sim.engine import FailureModel, SimOutcome, simulate
+from slurmkube_sim.engine import FailureModel, HealthAware, SimOutcome, simulate
 from slurmkube_sim.fleet import REFERENCE_FLEET, FleetSpec
 from slurmkube_sim.policy import Policy, Sharing, StaticSplit, UpperBound
 from slurmkube_sim.scenario import SCENARIOS, Comparison, Scenario, build_workload, compare
@@ -21,6 +21,7 @@ __all__ = [
     "Comparison",
     "FailureModel",
     "FleetSpec",
+    "HealthAware",
     "Policy",
     "Scenario",
     "Sharing",

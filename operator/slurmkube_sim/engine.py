@@ -35,7 +35,10 @@ What is modelled, and from where:
 - Failures: nodes fail at the rate Meta reports for a 16k-GPU H100 training
   fleet (419 unexpected interruptions in 54 days on 2,048 nodes; Dubey et al.,
   "The Llama 3 Herd of Models", 2024, §3.3.4); a failed node's jobs are
-  requeued with a restart penalty; the node is down until repaired.
+  killed and requeued, keeping their last checkpoint, with a restart penalty;
+  the node is down until repaired (`faults`, `failures`). Some failures are
+  announced by health signals first; naive placement ignores them,
+  health-aware placement drains the sick node (`health_side`).
 
 Every state change is sent to a `GoodputLedger`, so the run is measured with
 exactly the definitions of docs/goodput.md.
@@ -53,25 +56,30 @@ from dataclasses import dataclass
 
 from slurmkube.goodput import GoodputReport, JobSubmitted, Side
 from slurmkube.placement import Snapshot
-from slurmkube_sim.failures import FailureSide
+from slurmkube_sim.faults import Fault
 from slurmkube_sim.fleet import FleetSpec
+from slurmkube_sim.health_side import HealthSide
 from slurmkube_sim.policy import Policy, StaticSplit, UpperBound
 from slurmkube_sim.state import (
     BF_INTERVAL_S,
+    CLEAR,
     DEFAULT_FAILURES,
     FAIL,
     HANDOVER,
     NO_FAILURES,
     POD_END,
     REPAIR,
+    RETURN,
+    SIGNAL,
     SLURM_BOOTED,
     SLURM_END,
     TICK,
     FailureModel,
+    HealthAware,
 )
 from slurmkube_sim.workload import SimJob
 
-__all__ = ["NO_FAILURES", "FailureModel", "SimOutcome", "simulate"]
+__all__ = ["NO_FAILURES", "FailureModel", "HealthAware", "SimOutcome", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,14 @@ class SimOutcome:
     preemptions: int
     simulated_s: float
     wall_s: float
+    # Faults and the placement's answer (see `failures`, `health_side`).
+    jobs_killed: int = 0  # runs a node failure killed
+    jobs_requeued: int = 0  # runs stopped after a checkpoint because their node turned sick
+    lost_gpu_hours: float = 0.0  # work thrown away by kills, plus every restart's penalty
+    escalations: int = 0  # domains withheld from block-size gangs
+    placed_on_down: int = 0  # placements on a failed node, or work left on one: must be 0
+    placed_on_sick: int = 0  # placements on a sick node: must be 0 when health-aware
+    nodes_down_at_end: int = 0
 
 
 def simulate(
@@ -98,8 +114,14 @@ def simulate(
     horizon: float,
     seed: int,
     failures: FailureModel = DEFAULT_FAILURES,
+    health: HealthAware | None = None,
+    faults: Sequence[Fault] | None = None,
 ) -> SimOutcome:
-    """Run `jobs` on `fleet` under `policy`; metrics over [0, horizon)."""
+    """Run `jobs` on `fleet` under `policy`; metrics over [0, horizon).
+
+    `health`: how placement answers health signals (None: naive, it ignores them).
+    `faults`: these faults instead of the ones `failures` draws for `seed`.
+    """
     started = time.perf_counter()
     if isinstance(policy, UpperBound):
         fleet, jobs, failures = _unit_fleet(fleet), _as_units(jobs), NO_FAILURES
@@ -111,7 +133,10 @@ def simulate(
         horizon=horizon,
         seed=seed,
         failures=failures,
+        health=health,
     )
+    if faults is not None and not run.unified:
+        run.faults = tuple(faults)  # a CLEAR names its SIGNAL by position here
     run.loop()
     return run.outcome(time.perf_counter() - started)
 
@@ -128,7 +153,7 @@ def _as_units(jobs: Sequence[SimJob]) -> list[SimJob]:
     ]
 
 
-class _Run(FailureSide):
+class _Run(HealthSide):
     """One run: the state, its event handlers and the loop that feeds them in time order."""
 
     def _prepare(self) -> None:
@@ -151,6 +176,9 @@ class _Run(FailureSide):
             FAIL: self._fail,
             REPAIR: self._repair,
             TICK: self._tick,
+            SIGNAL: self._signal,
+            CLEAR: self._clear,
+            RETURN: self._return,
         }
         while True:
             t_arrival = jobs[ai].submit if ai < n_jobs else math.inf
@@ -208,4 +236,11 @@ class _Run(FailureSide):
             preemptions=self.preemptions,
             simulated_s=self.now,
             wall_s=wall_s,
+            jobs_killed=self.kills,
+            jobs_requeued=self.requeues,
+            lost_gpu_hours=self.lost_gpu_s / 3600.0,
+            escalations=self.escalations,
+            placed_on_down=self.placed_on_down,
+            placed_on_sick=self.placed_on_sick,
+            nodes_down_at_end=len(self.down),
         )

@@ -1,8 +1,13 @@
-"""Node failures and repairs: the jobs on a failed node are requeued with a penalty."""
+"""Node failures and repairs: the jobs on a failed node are killed and requeued.
+
+A killed job keeps its work up to its last checkpoint (`checkpoint_s`; 0: up
+to the failure) and pays `restart_penalty_s` to reload it; a pod keeps its
+work the same way, with no penalty. What is thrown away is counted
+(`kills`, `lost_gpu_s`). The faults come from `faults.fault_schedule`.
+"""
 
 from __future__ import annotations
 
-import random
 from bisect import insort
 
 from slurmkube.goodput import (
@@ -13,20 +18,34 @@ from slurmkube.goodput import (
     NodeTransferEnded,
     Side,
 )
+from slurmkube_sim.faults import Fault, FaultKind, fault_schedule
 from slurmkube_sim.lending import LendingSide
-from slurmkube_sim.state import DOWN, DRAINING, FAIL, IDLE, KUBE, LENDING, REPAIR, RESUMING
+from slurmkube_sim.state import (
+    CLEAR,
+    DOWN,
+    DRAINING,
+    FAIL,
+    IDLE,
+    KUBE,
+    LENDING,
+    REPAIR,
+    RESUMING,
+    SIGNAL,
+)
+
+_KINDS = {FaultKind.FAIL: FAIL, FaultKind.SIGNAL: SIGNAL, FaultKind.CLEAR: CLEAR}
 
 
 class FailureSide(LendingSide):
+    faults: tuple[Fault, ...] | None = None  # given ones (tests), else drawn for the seed
+
     def _init_failures(self, seed: int) -> None:
-        rate = self.failures.per_node_day * self.fleet.nodes / 86400.0
-        if rate <= 0:
-            return
-        rng = random.Random(seed * 104729 + 3)  # same failures for every policy of a seed
-        t = rng.expovariate(rate)
-        while t < self.horizon:
-            self._push(t, FAIL, rng.randrange(self.fleet.nodes), 0)
-            t += rng.expovariate(rate)
+        if self.faults is None:
+            self.faults = fault_schedule(
+                self.failures, nodes=self.fleet.nodes, horizon=self.horizon, seed=seed
+            )
+        for i, fault in enumerate(self.faults):
+            self._push(fault.t, _KINDS[fault.kind], fault.node, i)
 
     def _fail(self, n: int, _epoch: int) -> None:
         s = self.state[n]
@@ -34,10 +53,10 @@ class FailureSide(LendingSide):
             return
         j = self.job_on[n]
         if j >= 0:
-            self._preempt_slurm(j)
+            self._preempt_slurm(j, checkpointed=False)
             s = self.state[n]
         for pod in sorted(self.pods_on[n]):
-            self._preempt_pod(pod)
+            self._preempt_pod(pod, checkpointed=False)
         for pod in self.bound.pop(n, []):
             self._requeue_pod(pod)
         self._make_unavailable(n)
@@ -75,25 +94,44 @@ class FailureSide(LendingSide):
         self.snapshot_dirty.add(n)
         self.slurm_dirty = self.bf_dirty = self.kube_dirty = True
 
-    def _preempt_slurm(self, j: int) -> None:
+    def _kept(self, ran: float, checkpointed: bool) -> float:
+        """Run time a stopped job keeps: all of it when it checkpointed on the way out."""
+        every = self.failures.checkpoint_s
+        if checkpointed or every <= 0:
+            return ran
+        return ran - ran % every
+
+    def _preempt_slurm(self, j: int, *, checkpointed: bool) -> None:
         self.preemptions += 1
         job = self.jobs[j]
         self.ledger.observe(JobPreempted(self.now, job.name))
         if self.state[self.nodes_of[j][0]] != RESUMING and self.run_start[j] <= self.now:
             ran = self.now - self.run_start[j]
-            self.remaining[j] = max(60.0, self.remaining[j] - ran) + self.failures.restart_penalty_s
+            kept = self._kept(ran, checkpointed)
+            penalty = self.failures.restart_penalty_s
+            self.remaining[j] = max(60.0, self.remaining[j] - kept) + penalty
+            self._count_stop(j, ran - kept + penalty, checkpointed)
         self.epoch[j] += 1
         self._release_slurm(j)
         insort(self.pending, (-job.priority, job.submit, j))
 
-    def _preempt_pod(self, j: int) -> None:
+    def _preempt_pod(self, j: int, *, checkpointed: bool) -> None:
         self.preemptions += 1
         ran = self.now - self.run_start[j]
-        self.remaining[j] = max(1.0, self.remaining[j] - ran)
+        kept = self._kept(ran, checkpointed)
+        self.remaining[j] = max(1.0, self.remaining[j] - kept)
+        self._count_stop(j, ran - kept, checkpointed)
         self.ledger.observe(JobPreempted(self.now, self.jobs[j].name))
         self.epoch[j] += 1
         self._release_pod(j)
         self.queues[self.jobs[j].team].appendleft(j)
+
+    def _count_stop(self, j: int, lost_s: float, planned: bool) -> None:
+        if planned:
+            self.requeues += 1
+        else:
+            self.kills += 1
+        self.lost_gpu_s += lost_s * self.jobs[j].gpus
 
     def _requeue_pod(self, j: int) -> None:
         job = self.jobs[j]

@@ -250,6 +250,8 @@ class LendingSide(PodSide):
             state = NodeState.LENT
         else:
             state = NodeState.UNAVAILABLE
+        if n in self.withheld:
+            state = NodeState.UNAVAILABLE
         j = self.job_on[n]
         b = self.block[n]
         return Node(

@@ -9,12 +9,13 @@ from slurmkube_sim.state import KUBE, POD_END
 
 class PodSide(SlurmSide):
     def _best_fit(self, need: int) -> int | None:
-        buckets, cordoned = self.free_bucket, self.cordoned
+        buckets, cordoned, withheld = self.free_bucket, self.cordoned, self.withheld
         for free in range(need, self.g + 1):
             bucket = buckets[free]
             if bucket:
                 for n in bucket:
-                    if n not in cordoned:  # going back to Slurm: no new pods
+                    # Going back to Slurm, or drained for health: no new pods.
+                    if n not in cordoned and n not in withheld:
                         return n
         return None
 

@@ -45,6 +45,8 @@ def outcome_dict(outcome: SimOutcome) -> dict[str, object]:
             "lends": outcome.lends,
             "lend_decision_ms_p50": outcome.lend_decision_ms_p50,
             "preemptions": outcome.preemptions,
+            "jobs_killed": outcome.jobs_killed,
+            "lost_gpu_hours": outcome.lost_gpu_hours,
             "jobs_total": outcome.jobs_total,
             "jobs_finished": outcome.jobs_finished,
             "simulated_days": outcome.simulated_s / 86400.0,

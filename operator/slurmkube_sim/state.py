@@ -26,7 +26,7 @@ from slurmkube_sim.workload import SimJob
 # Node states.
 IDLE, BUSY, DRAINING, LENDING, KUBE, RESUMING, DOWN = range(7)
 # Event kinds (heap entries are (time, seq, kind, subject, epoch)).
-SLURM_END, SLURM_BOOTED, POD_END, HANDOVER, FAIL, REPAIR, TICK = range(7)
+SLURM_END, SLURM_BOOTED, POD_END, HANDOVER, FAIL, REPAIR, TICK, SIGNAL, CLEAR, RETURN = range(10)
 BF_INTERVAL_S = 30.0
 IDEAL_POOL = "ideal-pool"
 BF_MAX_JOB_TEST = 500
@@ -34,14 +34,49 @@ BF_MAX_JOB_TEST = 500
 
 @dataclass(frozen=True, slots=True)
 class FailureModel:
+    """The world's faults (the same for every policy of a seed); see `faults`."""
+
     # 419 unexpected interruptions / (54 days * 2,048 nodes), Llama 3 §3.3.4.
     per_node_day: float = 419 / (54 * 2048)
     repair_s: float = 4 * 3600.0  # our assumption: diagnose, swap, burn-in
     restart_penalty_s: float = 600.0  # reload the last checkpoint
+    # A killed job keeps its work up to its last checkpoint, taken every this many
+    # seconds of run time (0: up to the failure itself).
+    checkpoint_s: float = 0.0
+    # Share of failures a health signal announces first (the node turns sick, then dies).
+    signalled_share: float = 0.0
+    # Mean time from a failure's first signal to the failure (exponential).
+    signal_lead_s: float = 2 * 3600.0
+    # Signals that never turn into a failure, per signal that does.
+    false_signals_per_failure: float = 0.0
+    # Mean time until such a signal clears by itself (exponential).
+    signal_clear_s: float = 3600.0
 
 
 NO_FAILURES = FailureModel(per_node_day=0.0)
 DEFAULT_FAILURES = FailureModel()
+
+
+@dataclass(frozen=True, slots=True)
+class HealthAware:
+    """Placement that acts on health signals, as `slurmkube.plan.health` decides live.
+
+    A sick node is drained at its first signal: it takes no new job or pod and its
+    running jobs finish (`requeue_on_signal`: they are requeued at once, after a
+    checkpoint, as the health rule's `fatal` severity does). It returns once its
+    signal cleared and an active check of `check_s` passed. A domain with at least
+    `domain_out_share` of its nodes out (down or drained) is withheld from gangs of
+    the block size or more (`rackEscalation.domainSickShare`; live, the planner
+    reports such a domain but nothing withholds it yet).
+    """
+
+    requeue_on_signal: bool = False
+    check_s: float = 600.0
+    domain_out_share: float = 0.5
+
+    @property
+    def label(self) -> str:
+        return "health-aware-requeue" if self.requeue_on_signal else "health-aware-drain"
 
 
 class RunState:
@@ -57,8 +92,10 @@ class RunState:
         horizon: float,
         seed: int,
         failures: FailureModel,
+        health: HealthAware | None = None,
     ) -> None:
         self.fleet = fleet
+        self.health = health
         self.policy = policy
         self.sharing = policy if isinstance(policy, Sharing) else None
         self.unified = isinstance(policy, UpperBound)
@@ -113,6 +150,18 @@ class RunState:
         self.kube_nodes = 0  # nodes owned by Kubernetes or on their way there
         self.kube_in_block = [0] * self.n_blocks  # the same, per block
         self.down_in_block = [0] * self.n_blocks
+        # Health: nodes signalling (either placement), nodes drained for it (health-aware).
+        self.sick: set[int] = set()
+        self.signals: dict[int, set[int]] = {}  # sick node -> its active signals (fault index)
+        self.down: set[int] = set()
+        self.withheld: set[int] = set()
+        self.withheld_in_block = [0] * self.n_blocks
+        self.escalated: set[int] = set()  # blocks withheld from block-size gangs
+        self.unreleased: set[int] = set()  # withheld under a job: not in its releases
+        self.node_episode = [0] * n_nodes  # bumped by every signal and failure
+        self.kills = self.requeues = self.escalations = 0
+        self.placed_on_down = self.placed_on_sick = 0  # decisions checked: must stay 0
+        self.lost_gpu_s = 0.0
         self.block_size = [0] * self.n_blocks
         for b in self.block:
             self.block_size[b] += 1
@@ -195,6 +244,8 @@ class RunState:
         return list(self.count)
 
     def _make_available(self, n: int, *, kube: bool) -> None:
+        if n in self.withheld:
+            return  # drained for health: back only through its check
         b = self.block[n]
         group = self.avail_kube[b] if kube else self.avail_idle[b]
         if n not in group:
