@@ -18,6 +18,20 @@ TAINT = "slurmkube.io/unhealthy"
 SLOW = 180
 
 
+def health_spec(fatal: str, drain: str) -> dict[str, Any]:
+    """`spec.health` with a fatal and a drain rule on the two condition types; the
+    breaker acts on every node (a module turns several of few nodes sick), and a
+    failed check may be retried at once."""
+    return {
+        "rules": [
+            {"condition": {"type": fatal}, "severity": "fatal"},
+            {"condition": {"type": drain}, "severity": "drain"},
+        ],
+        "circuitBreaker": {"maxSickShare": 1},
+        "recovery": {"checkTimeoutSeconds": 300, "checkIntervalSeconds": 0},
+    }
+
+
 def set_condition(kube: Kube, node: str, kind: str, status: str) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     condition = {

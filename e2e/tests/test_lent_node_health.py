@@ -14,6 +14,7 @@ import pytest
 from slurmkube_e2e.health import (
     SLOW,
     flags,
+    health_spec,
     set_condition,
     slurm_node,
     tainted,
@@ -41,14 +42,7 @@ from slurmkube_e2e.waiting import eventually, has_condition, stays, wait_for, wa
 pytestmark = pytest.mark.e2e
 FATAL = "E2eLentXidError"
 DRAIN = "E2eLentNvlinkDown"
-HEALTH = {
-    "rules": [
-        {"condition": {"type": FATAL}, "severity": "fatal"},
-        {"condition": {"type": DRAIN}, "severity": "drain"},
-    ],
-    "circuitBreaker": {"maxSickShare": 1},
-    "recovery": {"checkTimeoutSeconds": 300, "checkIntervalSeconds": 0},
-}
+HEALTH = health_spec(FATAL, DRAIN)
 LENDERS = [f"local-{i}" for i in range(4)]
 
 
@@ -69,8 +63,10 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
             untaint(kube, node)
 
 
-def admitted_on(kube: Kube, bridge: Bridge, job: str, pods: int) -> tuple[str, list[str]]:
-    """The Job's workload UID and its lent nodes, once its pods run there."""
+def admitted_on(kube: Kube, bridge: Bridge, job_doc: Manifest) -> tuple[str, list[str]]:
+    """The Job created; its workload UID and its lent nodes, once its pods run there."""
+    kube.create(job_doc, namespace=bridge.namespace)
+    job, pods = job_doc["metadata"]["name"], job_doc["spec"]["parallelism"]
     w = wait_workload(kube, bridge.namespace, job, lambda w: has_condition(w, "Admitted"), SLOW)
     uid = str(w["metadata"]["uid"])
     lent = leased_nodes(kube, uid)
@@ -99,8 +95,7 @@ def test_a_drain_fault_lets_the_workload_run_on_and_returns_the_node_drained(
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    kube.create(gpu_job("runs-on", pods=2, seconds=45), namespace=ns)
-    uid, lent = admitted_on(kube, bridge, "runs-on", 2)
+    uid, lent = admitted_on(kube, bridge, gpu_job("runs-on", pods=2, seconds=45))
     sick = lent[1]
     set_condition(kube, sick, DRAIN, "True")
 
@@ -146,8 +141,7 @@ def test_a_drain_fault_lets_the_workload_run_on_and_returns_the_node_drained(
     assert slurm_node(ns, sick)["Reason"].startswith("slurmkube:health: drain")
 
     # The next workload that fits in the healthy three never gets the sick node.
-    kube.create(gpu_job("next", pods=3, seconds=5), namespace=ns)
-    _, lent_next = admitted_on(kube, bridge, "next", 3)
+    _, lent_next = admitted_on(kube, bridge, gpu_job("next", pods=3, seconds=5))
     assert sick not in lent_next and set(lent_next) <= set(LENDERS)
     wait_complete(kube, ns, "next")
 
@@ -161,8 +155,7 @@ def test_a_fatal_fault_evicts_and_requeues_the_workload_onto_healthy_nodes(
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    kube.create(gpu_job("evicted", pods=2, seconds=600), namespace=ns)
-    uid, lent = admitted_on(kube, bridge, "evicted", 2)
+    uid, lent = admitted_on(kube, bridge, gpu_job("evicted", pods=2, seconds=600))
     sick = lent[0]
     set_condition(kube, sick, FATAL, "True")
 

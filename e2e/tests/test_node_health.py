@@ -20,6 +20,7 @@ import pytest
 from slurmkube_e2e.health import (
     SLOW,
     flags,
+    health_spec,
     set_condition,
     slurm_node,
     tainted,
@@ -33,15 +34,7 @@ from slurmkube_e2e.waiting import wait_for, wait_gone
 pytestmark = pytest.mark.e2e
 FATAL = "E2eGpuXidError"
 DRAIN = "E2eNvlinkDown"
-HEALTH = {
-    "rules": [
-        {"condition": {"type": FATAL}, "severity": "fatal"},
-        {"condition": {"type": DRAIN}, "severity": "drain"},
-    ],
-    # Three of eight nodes turn sick in this module: let the breaker act on all.
-    "circuitBreaker": {"maxSickShare": 1},
-    "recovery": {"checkTimeoutSeconds": 300, "checkIntervalSeconds": 0},
-}
+HEALTH = health_spec(FATAL, DRAIN)
 
 
 @pytest.fixture(scope="module")

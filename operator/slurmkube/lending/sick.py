@@ -47,8 +47,9 @@ def describe(sick: Mapping[str, Sickness], *, lent: bool) -> str:
 def tell_ready(sick: Mapping[str, Sickness]) -> str:
     """The Ready message's note for a `drain`-severity fault."""
     names = ", ".join(sick)
+    verb = "go" if len(sick) > 1 else "goes"
     return (
-        f"{describe(sick, lent=True)}; the workload runs on, and {names} go back to Slurm "
+        f"{describe(sick, lent=True)}; the workload runs on, and {names} {verb} back to Slurm "
         "drained by node health when it ends"
     )
 
