@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,138 +21,45 @@ from slurmkube.controllers.failpoints import ENV as FAILPOINT_ENV
 from slurmkube.controllers.failpoints import EXIT_CODE as FAILPOINT_EXIT_CODE
 from slurmkube.controllers.failpoints import PER_NODE, STEPS, Step, failpoint_value
 from slurmkube_e2e.kube import Kube, Manifest
-from slurmkube_e2e.lending import KUEUE, LEASE, cluster_scoped, gpu_job, kueue_docs
+from slurmkube_e2e.lending import (
+    KUEUE,
+    LEASE,
+    Bridge,
+    check_entry,
+    cluster_scoped,
+    events_of,
+    gpu_job,
+    leased_nodes,
+    lending_cluster,
+    owned_by,
+    reservations,
+    slurm_states,
+    started,
+    wait_complete,
+    wait_pods_started,
+    wait_workload,
+    workload_of,
+)
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, LOCAL, docs, in_ctld, job_state, wait_job
+from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, wait_job
 from slurmkube_e2e.waiting import has_condition, stays, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-CLIQUE = "nvidia.com/gpu.clique"
 LENDERS = [f"local-{i}" for i in range(4)]  # one NVLink block of the local runtime
-
-
-@dataclass(frozen=True)
-class Bridge:
-    namespace: str
-    check: str
-    clique: str
-
-
-def _cluster_docs(namespace: str, clique: str) -> list[Manifest]:
-    """The shared sample cluster, its NodeSet narrowed to one block, every node running slurmd."""
-    cluster, node_set = docs(namespace)
-    spec = dict(node_set["spec"])
-    spec.pop("replicas")
-    spec["nodeSelector"] = {"matchLabels": {**LOCAL, CLIQUE: clique}}
-    return [cluster, {**node_set, "spec": spec}]
 
 
 @pytest.fixture(scope="module")
 def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
-    namespace = f"e2e-bridge-{secrets.token_hex(2)}"
-    local0 = kube.get("v1", "Node", "local-0")
-    assert local0 is not None
-    clique = local0["metadata"]["labels"][CLIQUE]
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    try:
-        # NodeSet first: a first render without nodes would cost a reconfigure.
-        for doc in reversed(_cluster_docs(namespace, clique)):
-            kube.apply(doc)
-        wait_for(
-            kube,
-            API,
-            "SlurmCluster",
-            "local",
-            lambda o: has_condition(o, "Ready") and o["status"]["nodes"]["idle"] == 4,
-            namespace=namespace,
-            timeout=180,
-        )
-        for doc in kueue_docs(namespace):
-            kube.apply(doc)
-        wait_for(
-            kube,
-            KUEUE,
-            "AdmissionCheck",
-            namespace,
-            lambda o: has_condition(o, "Active"),
-            timeout=60,
-        )
-        yield Bridge(namespace, namespace, clique)
-    finally:
+    def running_again() -> None:  # a test that killed the operator may have failed
         if operator.proc is None or operator.proc.poll() is not None:
             operator.start()
-        for api, kind, name in cluster_scoped(namespace):
-            kube.delete(api, kind, name)
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
-        for node in kube.list("v1", "Node", label_selector=LEASE):
-            kube.patch(
-                "v1", "Node", node["metadata"]["name"], {"metadata": {"labels": {LEASE: None}}}
-            )
+
+    with lending_cluster(kube, "e2e-bridge", before_cleanup=running_again) as found:
+        yield found
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def reservations(namespace: str) -> dict[str, list[str]]:
-    """Slurm reservations (name -> nodes), read in the slurmctld pod."""
-    out = in_ctld(namespace, "scontrol", "-o", "show", "reservation")
-    found = {}
-    for line in out.splitlines():
-        name = re.search(r"ReservationName=(\S+)", line)
-        nodes = re.search(r" Nodes=(\S+)", line)
-        if name and nodes:
-            found[name.group(1)] = expand(nodes.group(1))
-    return found
-
-
-def expand(hostlist: str) -> list[str]:
-    match = re.fullmatch(r"(\S+?)\[([0-9,-]+)\]", hostlist)
-    if not match:
-        return hostlist.split(",")
-    names = []
-    for part in match.group(2).split(","):
-        low, _, high = part.partition("-")
-        names += [f"{match.group(1)}{i}" for i in range(int(low), int(high or low) + 1)]
-    return names
-
-
-def workload_of(kube: Kube, namespace: str, job: str) -> Manifest | None:
-    for w in kube.list(KUEUE, "Workload", namespace=namespace):
-        owners = w["metadata"].get("ownerReferences") or []
-        if any(o["name"] == job for o in owners):
-            return w
-    return None
-
-
-def wait_workload(kube: Kube, namespace: str, job: str, predicate: Any, timeout: float) -> Manifest:
-    items = wait_for_list(
-        kube,
-        KUEUE,
-        "Workload",
-        lambda ws: any(predicate(w) for w in ws if _owned_by(w, job)),
-        namespace=namespace,
-        timeout=timeout,
-        what=f"workload of {job}",
-    )
-    return next(w for w in items if _owned_by(w, job) and predicate(w))
-
-
-def _owned_by(w: Manifest, job: str) -> bool:
-    return any(o["name"] == job for o in w["metadata"].get("ownerReferences") or [])
-
-
-def leased_nodes(kube: Kube, uid: str) -> list[str]:
-    return sorted(
-        n["metadata"]["name"] for n in kube.list("v1", "Node", label_selector=f"{LEASE}={uid}")
-    )
-
-
-def slurm_states(namespace: str, nodes: list[str]) -> dict[str, str]:
-    out = in_ctld(namespace, "sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N %T")
-    return dict(line.split() for line in out.splitlines() if line.strip())
 
 
 def wait_returned(kube: Kube, namespace: str, uid: str, nodes: list[str]) -> None:
@@ -200,41 +106,6 @@ def submitted_and_reserved(kube: Kube, namespace: str, job: str) -> str:
         what=f"a Slurm reservation for the workload of {job}",
     )
     return uid
-
-
-def started(pods: list[Manifest], count: int) -> bool:
-    return len(pods) == count and all(
-        (p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in pods
-    )
-
-
-def wait_pods_started(kube: Kube, namespace: str, job: str, count: int) -> list[Manifest]:
-    """The Job's `count` pods, once all run (or ran)."""
-    return wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda ps: started(ps, count),
-        namespace=namespace,
-        label_selector=f"job-name={job}",
-        timeout=90,
-    )
-
-
-def wait_complete(kube: Kube, namespace: str, job: str) -> None:
-    wait_for(
-        kube,
-        "batch/v1",
-        "Job",
-        job,
-        lambda j: has_condition(j, "Complete"),
-        namespace=namespace,
-        timeout=90,
-    )
-
-
-def check_entry(w: Manifest, check: str) -> Manifest:
-    return next(e for e in w["status"]["admissionChecks"] if e["name"] == check)
 
 
 def check_says(w: Manifest, check: str, text: str) -> bool:
@@ -315,19 +186,6 @@ def completed_and_returned(
 ) -> None:
     wait_complete(kube, namespace, job)
     wait_returned(kube, namespace, uid, nodes)
-
-
-def events_of(kube: Kube, namespace: str, w: Manifest, reason: str) -> list[str]:
-    return [
-        e["message"]
-        for e in kube.list(
-            "v1",
-            "Event",
-            namespace=namespace,
-            field_selector=f"involvedObject.uid={w['metadata']['uid']}",
-        )
-        if e.get("reason") == reason
-    ]
 
 
 def check_message(kube: Kube, namespace: str, job: str, check: str) -> str:
@@ -630,7 +488,7 @@ def test_a_workload_deleted_while_the_operator_is_down_is_collected(
         kube,
         KUEUE,
         "Workload",
-        lambda ws: not any(_owned_by(w, "crash") for w in ws),
+        lambda ws: not any(owned_by(w, "crash") for w in ws),
         namespace=ns,
         timeout=60,
     )
@@ -660,7 +518,7 @@ def test_leases_left_when_the_queue_and_check_go_while_the_operator_is_down_are_
         kube,
         KUEUE,
         "Workload",
-        lambda ws: not any(_owned_by(w, "orphan") for w in ws),
+        lambda ws: not any(owned_by(w, "orphan") for w in ws),
         namespace=ns,
         timeout=60,
     )

@@ -14,11 +14,19 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from kubernetes.client import CoreV1Api
 
+from slurmkube_e2e.health import (
+    SLOW,
+    flags,
+    health_spec,
+    set_condition,
+    slurm_node,
+    tainted,
+    untaint,
+    wait_slurm_node,
+)
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, job_state, ready_cluster, wait_job
 from slurmkube_e2e.waiting import wait_for, wait_gone
@@ -26,18 +34,7 @@ from slurmkube_e2e.waiting import wait_for, wait_gone
 pytestmark = pytest.mark.e2e
 FATAL = "E2eGpuXidError"
 DRAIN = "E2eNvlinkDown"
-TAINT = "slurmkube.io/unhealthy"
-HEALTH = {
-    "rules": [
-        {"condition": {"type": FATAL}, "severity": "fatal"},
-        {"condition": {"type": DRAIN}, "severity": "drain"},
-    ],
-    # Three of eight nodes turn sick in this module: let the breaker act on all.
-    "circuitBreaker": {"maxSickShare": 1},
-    "recovery": {"checkTimeoutSeconds": 300, "checkIntervalSeconds": 0},
-}
-# A loaded 2-core machine: generous, never a timing assertion.
-SLOW = 180
+HEALTH = health_spec(FATAL, DRAIN)
 
 
 @pytest.fixture(scope="module")
@@ -61,55 +58,6 @@ def cluster(kube: Kube, operator: None) -> Iterator[str]:
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
         for node in nodes:
             untaint(kube, node)
-
-
-def set_condition(kube: Kube, node: str, kind: str, status: str) -> None:
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    condition = {
-        "type": kind,
-        "status": status,
-        "reason": "E2eMonitor",
-        "message": "set by the node health e2e test",
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
-    CoreV1Api(kube.api_client).patch_node_status(node, {"status": {"conditions": [condition]}})
-
-
-def untaint(kube: Kube, node: str) -> None:
-    """The module's nodes leave without our taint even if a test failed midway."""
-    raw = kube.get("v1", "Node", node)
-    if raw is None:
-        return
-    taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT]
-    kube.patch("v1", "Node", node, {"spec": {"taints": taints or None}})
-
-
-def slurm_node(namespace: str, node: str) -> dict[str, str]:
-    out = in_ctld(namespace, "scontrol", "-o", "show", "node", node)
-    return dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", out))
-
-
-def wait_slurm_node(
-    namespace: str, node: str, wanted: Any, timeout: float = SLOW
-) -> dict[str, str]:
-    deadline = time.monotonic() + timeout
-    found: dict[str, str] = {}
-    while time.monotonic() < deadline:
-        found = slurm_node(namespace, node)
-        if wanted(found):
-            return found
-        time.sleep(1)
-    raise AssertionError(f"node {node}: {found.get('State')} {found.get('Reason')!r}")
-
-
-def flags(node: dict[str, str]) -> set[str]:
-    """scontrol's State=IDLE+DRAIN+... as a set."""
-    return set(node.get("State", "").split("+"))
-
-
-def tainted(node: dict[str, Any]) -> bool:
-    return any(t.get("key") == TAINT for t in (node.get("spec") or {}).get("taints") or [])
 
 
 def sbatch(namespace: str, *argv: str) -> str:

@@ -24,7 +24,7 @@ from slurmkube.plan.health_model import (
     NodeTaint,
     SlurmHealthView,
 )
-from slurmkube.plan.health_rules import check_reservation, held_reason
+from slurmkube.plan.health_rules import check_reservation, held_reason, sick_reason
 from slurmkube.slurm.arguments import reason as adapter_reason
 from slurmkube.slurm.arguments import reservation_name
 
@@ -60,6 +60,7 @@ class N:
     domain: str | None = None
     check: CheckResult = "none"
     slurm: bool = True
+    lent: bool = False
 
     def sick(self, *conditions: tuple[str, str]) -> N:
         self.conditions += conditions
@@ -82,6 +83,7 @@ class N:
             tuple(self.taints),
             view if self.slurm else None,
             self.check,
+            self.lent,
         )
 
 
@@ -312,6 +314,38 @@ def test_a_node_sick_twice_in_the_window_is_held_until_an_admin_resumes_it() -> 
     assert resumed.memory["g"].failures == ()
 
 
+LEASE_DRAIN = "slurmkube: slurmd pod removal"
+
+
+@pytest.mark.parametrize("severity,signal", [("fatal", XID), ("drain", NVLINK)])
+def test_a_lent_node_turning_sick_gets_healths_reason_over_its_leases_drain(
+    severity: str, signal: tuple[str, str]
+) -> None:
+    p = plan([N("g1", lent=True).sick(signal).drained(LEASE_DRAIN)])
+    assert kinds(p, "g1") == ["drain", "taint"]  # nothing runs in Slurm there to requeue
+    assert p.actions[0].reason.startswith(f"slurmkube:health: {severity} condition")
+
+
+def test_another_slurmkube_drain_on_a_node_not_lent_stays_its_owners() -> None:
+    p = plan([N("g1").sick(NVLINK).drained(LEASE_DRAIN)])
+    assert kinds(p, "g1") == ["taint"]
+
+
+def test_an_admins_drain_on_a_lent_node_is_never_reworded() -> None:
+    p = plan([N("g1", lent=True).sick(NVLINK).drained(ADMIN)])
+    assert kinds(p, "g1") == ["taint"]
+
+
+def test_a_lent_node_that_clears_stays_out_until_its_lease_ends_then_is_checked() -> None:
+    reason = sick_reason("drain", ["condition NVLinkDown True"])
+    memory = {"g1": NodeMemory(sick_since=900.0, acted_at=900.0, failures=(900.0,))}
+    lent = plan([N("g1", lent=True).drained(reason).taint(OURS)], memory)
+    assert verdict(lent, "g1") == "sick" and kinds(lent, "g1") == []
+    returned = plan([N("g1").drained(reason).taint(OURS)], dict(lent.memory))
+    assert verdict(returned, "g1") == "checking"
+    assert kinds(returned, "g1") == ["reserve", "resume", "run-check"]
+
+
 def test_a_clock_that_starts_at_zero_is_still_a_clock() -> None:
     first = plan([N("g").sick(NVLINK)], now=0.0)
     again = plan(
@@ -396,6 +430,7 @@ def fleets(draw: st.DrawFn) -> tuple[list[N], dict[str, NodeMemory]]:
             busy=draw(st.booleans()),
             domain=draw(st.sampled_from([None, "r1", "r2"])),
             check=draw(st.sampled_from(["none", "running", "passed", "failed"])),
+            lent=draw(st.booleans()),
         )
         if draw(st.booleans()):
             node.taint(OURS)

@@ -63,6 +63,12 @@ def is_health_drain(reason: str) -> bool:
     return reason.startswith(HEALTH_REASON_PREFIX)
 
 
+def is_fatal_health_drain(reason: str) -> bool:
+    """Health's drain for a `fatal` rule (`plan.health_rules.sick_reason`): the node's
+    jobs cannot go on, so a Kueue workload holding it is evicted too."""
+    return reason.startswith(f"{HEALTH_REASON_PREFIX} fatal ")
+
+
 # `make images` tags it so; `localhost/` is the node's own image store, a name no
 # registry can claim. Clusters elsewhere set spec.image to their registry's copy.
 DEFAULT_SLURM_IMAGE: Final = "localhost/slurmkube/slurm:24.11.5"

@@ -105,8 +105,12 @@ def slurmd_pod(
             }
         },
         "hostname": pod_hostname(node),
+        # Health's own taint keeps Kueue and kube-scheduler off a sick node, not
+        # slurmd: Slurm's drain keeps jobs off, and the active check needs slurmd
+        # there (a sick node's slurmd pod comes back once a lease on it ends).
         "tolerations": [
-            t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations
+            *(t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations),
+            {"key": wk.TAINT_UNHEALTHY, "operator": "Exists", "effect": "NoSchedule"},
         ],
         "containers": [container],
         "volumes": [etc],

@@ -206,6 +206,7 @@ def observe_health(
                 taints=tuple(NodeTaint(*t) for t in entry.taints),
                 slurm=SlurmHealthView(drain=slurm.drain, reason=slurm.reason, busy=slurm.busy),
                 check=check_result(states.get(job) if job is not None else None),
+                lent=wk.LABEL_LEASE in entry.labels,
             )
         )
         gpus[name] = entry.fleet.gpus

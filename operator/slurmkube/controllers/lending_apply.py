@@ -137,10 +137,13 @@ def apply_lending(
             reached(Step.LEASE_LABELLED)
             relabelled = True
         if check is not None:
+            was_ready = _check_state(raw, check.check) == CheckState.READY.value
             written = _write_check(kube, raw, check)
             if lend.waiting:
                 reached(Step.WAITING_FOR_IDLE)
-            if written and check.state is CheckState.READY and raw is not None:
+            if written and lend.sick and raw is not None:
+                kube.event(raw, "LentNodeSick", lend.sick, warning=True)
+            if written and check.state is CheckState.READY and raw is not None and not was_ready:
                 kube.event(raw, "NodesLent", check.message)
                 seconds = _since_quota_reserved(raw)
                 if seconds is not None:
@@ -184,12 +187,21 @@ def _now() -> str:
     return timestamp(dt.datetime.now(dt.UTC))
 
 
+def _check_entry(raw: Manifest | None, check: str) -> Manifest:
+    entries = ((raw or {}).get("status") or {}).get("admissionChecks") or []
+    return next((e for e in entries if e.get("name") == check), {})
+
+
+def _check_state(raw: Manifest | None, check: str) -> str | None:
+    state = _check_entry(raw, check).get("state")
+    return str(state) if state is not None else None
+
+
 def _write_check(kube: Kube, raw: Manifest | None, update: CheckUpdate) -> bool:
     """Our entry of status.admissionChecks, by server-side apply; False if unchanged."""
     if raw is None:
         return False
-    entries = (raw.get("status") or {}).get("admissionChecks") or []
-    current: Manifest = next((e for e in entries if e.get("name") == update.check), {})
+    current = _check_entry(raw, update.check)
     pod_set_updates = [dict(u) for u in update.pod_set_updates]
     if (
         current.get("state") == update.state.value

@@ -23,6 +23,7 @@ from slurmkube.lending import (
     RunningJob,
     fold_slurm_state,
     our_check,
+    sickness_of,
     uid_of_reservation,
     workload_view,
 )
@@ -191,6 +192,11 @@ def observe_nodes(
                 cordoned=entry.cordoned,
                 slurm_reservation=held.get(name, ""),
                 jobs=jobs.get(name, ()),
+                sickness=sickness_of(
+                    drain=bool(s and s.drain),
+                    reason=s.reason if s else "",
+                    tainted=any(t[0] == wk.TAINT_UNHEALTHY for t in entry.taints),
+                ),
             )
         )
     return tuple(views), reservations, rest is not None and not error, error

@@ -22,10 +22,12 @@ from slurmkube.lending.model import (
     RequeuePolicy,
     ReservationView,
     RunningJob,
+    Sickness,
     SlurmState,
     WorkloadView,
     fold_slurm_state,
     reservation_name,
+    sickness_of,
     uid_of_reservation,
 )
 from slurmkube.lending.plan import gang_of, placement_state, plan_lending
@@ -49,6 +51,7 @@ __all__ = [
     "RequeuePolicy",
     "ReservationView",
     "RunningJob",
+    "Sickness",
     "SlurmState",
     "WorkloadView",
     "fold_slurm_state",
@@ -59,6 +62,7 @@ __all__ = [
     "plan_lending",
     "protecting_priority",
     "reservation_name",
+    "sickness_of",
     "size_lend",
     "uid_of_reservation",
     "workload_view",

@@ -120,6 +120,25 @@ class RunningJob:
 
 
 @dataclass(frozen=True, slots=True)
+class Sickness:
+    """Why node health took a node out, as its Slurm reason and taint tell it."""
+
+    cause: str  # e.g. "fatal condition SysLogsXIDError True"
+    fatal: bool  # the rule said its jobs cannot go on
+
+
+def sickness_of(*, drain: bool, reason: str, tainted: bool) -> Sickness | None:
+    """A node health has taken out: drained with a `slurmkube:health:` reason, or
+    carrying health's taint (`slurmkube.io/unhealthy`); None when it has not."""
+    if drain and wk.is_health_drain(reason):
+        cause = reason.removeprefix(wk.HEALTH_REASON_PREFIX).strip()
+        return Sickness(cause, fatal=wk.is_fatal_health_drain(reason))
+    if tainted:
+        return Sickness(f"tainted {wk.TAINT_UNHEALTHY}", fatal=False)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A Kubernetes node of a NodeSet of the cluster."""
 
@@ -134,6 +153,7 @@ class NodeView:
     slurm_reservation: str = ""  # a Slurm reservation holding the node (anyone's)
     busy_until: float = 0.0
     jobs: tuple[RunningJob, ...] = ()  # its running Slurm jobs, by job id
+    sickness: Sickness | None = None  # node health took it out (`sickness_of`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +227,7 @@ class Lend:
     check: CheckUpdate | None = None
     placed: str = ""  # the placement's explanation, when nodes were chosen now
     waiting: bool = False  # the nodes still run Slurm jobs (either busyNodes policy)
+    sick: str = ""  # what the workload is told about its lent nodes that turned sick
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,9 @@ A label or reservation whose workload no longer exists is a leak and is
 collected the same way.
 
 Answers to Kueue: Retry (with requeueAfterSeconds) when the nodes are not there
-now (Slurm unreachable, pool short, waited too long for Slurm jobs); Rejected
-only when the fleet could never hold the request.
+now (Slurm unreachable, pool short, waited too long for Slurm jobs, a lent node
+turned fatally sick: `lending.sick`); Rejected only when the fleet could never
+hold the request.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from slurmkube.lending.model import (
 )
 from slurmkube.lending.release import leased_nodes, leases_by_workload, release_of, unheld_releases
 from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
+from slurmkube.lending.sick import describe, is_fatal, sick_among, tell_ready, tell_retry
 from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.placement import (
     BlockPolicy,
@@ -146,22 +148,33 @@ class _Round:
         return decision
 
 
-# --- lend ------------------------------------------------------------------------------
-
-
 def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:
     res = state.reservations.get(reservation_name(w.uid))
     if w.check_state is CheckState.READY:
-        if res is None and state.world.slurm_reachable:
-            leased = state.leases.get(w.uid, ())
-            if leased:  # someone deleted the reservation under a running workload
-                return Lend(w.uid, create=_new_reservation(w.uid, leased, policy))
-        return None
+        return _running(w, policy, state, res)
     if not state.world.slurm_reachable:
         return Lend(w.uid, check=_retry(w, policy, "Slurm is not reachable; retrying"))
     if res is None:
         return _place(w, policy, state)
     return _progress(w, policy, state.world, state.nodes, res)
+
+
+def _running(
+    w: WorkloadView, policy: LendingPolicy, state: _Round, res: ReservationView | None
+) -> Lend | None:
+    """An admitted workload: its reservation kept, and it told of nodes turned sick."""
+    leased = state.leases.get(w.uid, ())
+    create = None
+    if res is None and state.world.slurm_reachable and leased:  # deleted under a running one
+        create = _new_reservation(w.uid, leased, policy)
+    lent = res.nodes if res is not None else leased
+    sick = sick_among(lent, state.nodes)
+    if not sick:
+        return None if create is None else Lend(w.uid, create=create)
+    if is_fatal(sick):
+        return Lend(w.uid, check=_retry(w, policy, tell_retry(sick)))
+    note = tell_ready(sick)
+    return Lend(w.uid, create=create, check=_ready(w, policy, lent, note=note), sick=note)
 
 
 def _place(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend:
@@ -241,6 +254,9 @@ def _progress(
     if gone:
         return Lend(w.uid, check=_retry(w, policy, f"reserved nodes left the pool: {gone}"))
     present = [v for v in views if v is not None]
+    sick = sick_among(res.nodes, nodes)
+    if sick:  # never lent while sick: these nodes will not come
+        return Lend(w.uid, check=_retry(w, policy, f"{describe(sick, lent=False)}; nodes returned"))
     taken = [v.name for v in present if v.lease and v.lease != w.uid]
     if taken:
         return Lend(w.uid, check=_retry(w, policy, f"reserved nodes are lent elsewhere: {taken}"))
@@ -283,7 +299,9 @@ def _progress(
     return Lend(w.uid, check=_ready(w, policy, res.nodes))
 
 
-def _ready(w: WorkloadView, policy: LendingPolicy, nodes: Iterable[str]) -> CheckUpdate:
+def _ready(
+    w: WorkloadView, policy: LendingPolicy, nodes: Iterable[str], *, note: str = ""
+) -> CheckUpdate:
     updates = []
     for ps in w.pod_sets:
         update: dict[str, object] = {"name": ps.name, "nodeSelector": {wk.LABEL_LEASE: w.uid}}
@@ -293,12 +311,10 @@ def _ready(w: WorkloadView, policy: LendingPolicy, nodes: Iterable[str]) -> Chec
     return _update(
         w,
         CheckState.READY,
-        f"lent {', '.join(nodes)} from Slurm (reservation {reservation_name(w.uid)})",
+        f"lent {', '.join(nodes)} from Slurm (reservation {reservation_name(w.uid)})"
+        + (f"; {note}" if note else ""),
         pod_set_updates=tuple(updates),
     )
-
-
-# --- helpers ---------------------------------------------------------------------------
 
 
 def gang_of(
@@ -340,7 +356,7 @@ def placement_state(node: NodeView) -> NodeState:
     """Who owns the node now, in the placer's terms."""
     if node.lease or node.slurm_reservation.startswith(wk.RESERVATION_PREFIX):
         return NodeState.LENT
-    if node.cordoned or node.slurm_reservation:
+    if node.cordoned or node.slurm_reservation or node.sickness is not None:
         return NodeState.UNAVAILABLE
     if node.slurm is SlurmState.ABSENT and not node.has_slurmd_pod:
         return NodeState.FREE

@@ -66,7 +66,10 @@ class _Node:
         self.node, self.memory, self.now = node, memory, now
         view = node.slurm
         self.our_drain = bool(view and view.drain and wk.is_health_drain(view.reason))
-        self.foreign_drain = bool(view and view.drain and not self.our_drain)
+        # A lent node's drain is the lease's (slurmkube's own): health writes its
+        # reason over it, so the node stays drained in Slurm once the lease ends.
+        leased = bool(view and node.lent and wk.is_ours(view.reason))
+        self.foreign_drain = bool(view and view.drain and not self.our_drain and not leased)
         self.actions: list[HealthAction] = []
 
     def add(self, kind: ActionKind, reason: str = "", reservation: str = "") -> None:
@@ -160,6 +163,10 @@ def _recover(n: _Node, memory: NodeMemory, spec: RecoverySpec) -> _Step:
         # An admin (or another part of slurmkube) drained it since: theirs now.
         # Not a Slurm node: nothing to check or resume, only the taint goes.
         return _healthy(n, memory)
+    if n.node.lent:  # no slurmd to check until the lease ends: keep it out meanwhile
+        finding = rules.Finding("drain", (rules.CHECK_WAITS_FOR_LEASE,))
+        n.take_out("drain")
+        return _Step(n.verdict("sick", finding), memory)
     reservation = rules.check_reservation(n.node.name)
     # Our drain found without a record (a lost memory): the episode starts now.
     memory = replace(memory, sick_since=_or(memory.sick_since, n.now))

@@ -54,6 +54,9 @@ class HealthNode:
     # goes. When Slurm cannot be asked, do not plan health at all (as plan.cluster).
     slurm: SlurmHealthView | None = None
     check: CheckResult = "none"
+    # Lent to a Kueue workload (the lease label): its slurmd pod is gone, so its
+    # check waits for the lease to end, and its lease's drain is health's to reword.
+    lent: bool = False
 
     @property
     def tainted(self) -> bool:

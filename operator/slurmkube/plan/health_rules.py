@@ -26,6 +26,7 @@ _REASON_MAX: Final = 200
 _NAME_MAX: Final = 63
 HELD_PREFIX: Final = f"{wk.HEALTH_REASON_PREFIX} held"
 CHECK_FAILED: Final = "active check failed"
+CHECK_WAITS_FOR_LEASE: Final = "signals cleared, the check waits for its lease to end"
 
 
 @dataclass(frozen=True, slots=True)
