@@ -3,7 +3,8 @@ with its REST API plugin, served on loopback (slurmkube_e2e.coldfront). Two
 projects with Active allocations on the fleet's resource reach the real
 slurmdbd (sacctmgr in the slurmctld pod) and Kueue within 30 s; an allocation
 attribute changed and a user removed through ColdFront's Django ORM reach both
-within 30 s. The measured times are printed (`-s`).
+within 30 s. The measured times are printed (`-s`). `make e2e-coldfront` runs it;
+e2e-local deselects it (the install needs the package index).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from slurmkube_e2e.operator_cluster import API
 from slurmkube_e2e.policy import associations, gpus_of, kueue_objects, nominal_quota, qos_names
 from slurmkube_e2e.waiting import eventually, has_condition, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.coldfront]
 REACTION_SECONDS = 30
 SOURCE = "coldfront"
 RESOURCE = "slurmkube fleet"
