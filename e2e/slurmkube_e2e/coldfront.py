@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 from slurmkube_runtime.layout import SLOT
 
+from slurmkube_e2e.processes import terminate
+
 HERE = Path(__file__).resolve().parents[1] / "local" / "coldfront"
 # Away from Django's 8000, one per slot like the control plane's ports.
 PORT = 28800 + 100 * SLOT
@@ -45,17 +47,7 @@ class ColdFront:
     def orm(self, code: str) -> str:
         """Run Python with ColdFront's Django set up (models importable); its stdout."""
         script = "import django\ndjango.setup()\n" + code
-        done = subprocess.run(
-            [str(self.python), "-c", script],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise ColdFrontError(f"ColdFront ORM: {done.stderr.strip()[-2000:]}")
-        return done.stdout
+        return _run([str(self.python), "-c", script], self.env, "ColdFront ORM")
 
     def get(self, path: str) -> Any:
         answer = httpx.get(
@@ -65,13 +57,18 @@ class ColdFront:
         return answer.json()
 
 
-def install() -> Path:
-    done = subprocess.run(
-        [str(HERE / "install.sh")], capture_output=True, text=True, timeout=900, check=False
-    )
+def _run(argv: list[str], env: dict[str, str], what: str) -> str:
+    """Run a program of ColdFront's venv; its stdout, or an error with its stderr."""
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
-        raise ColdFrontError(f"install.sh failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+        raise ColdFrontError(f"{what} failed:\n{done.stderr.strip()[-3000:]}")
+    return done.stdout
+
+
+def install() -> Path:
+    """ColdFront's cached install (install.sh: a no-op once installed); its prefix."""
+    done = _run([str(HERE / "install.sh")], dict(os.environ), "install.sh")
+    return Path(done.strip().splitlines()[-1])
 
 
 @contextmanager
@@ -91,17 +88,8 @@ def running_coldfront(root: Path, seed: dict[str, Any]) -> Iterator[ColdFront]:
         "DJANGO_SETTINGS_MODULE": SETTINGS,
     }
     (root / "seed.json").write_text(json.dumps(seed))
-    seeded = subprocess.run(
-        [str(python), str(HERE / "seed.py"), str(root / "seed.json")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if seeded.returncode != 0:
-        raise ColdFrontError(f"seed.py failed:\n{seeded.stderr[-3000:]}")
-    token = json.loads(seeded.stdout.strip().splitlines()[-1])["token"]
+    seeded = _run([str(python), str(HERE / "seed.py"), str(root / "seed.json")], env, "seed.py")
+    token = json.loads(seeded.strip().splitlines()[-1])["token"]
     log = root / "runserver.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -130,8 +118,4 @@ def running_coldfront(root: Path, seed: dict[str, Any]) -> Iterator[ColdFront]:
                 time.sleep(0.5)
         yield coldfront
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        terminate(proc)

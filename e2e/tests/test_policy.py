@@ -7,7 +7,6 @@ a source that cannot be read changes nothing.
 from __future__ import annotations
 
 import re
-import secrets
 import subprocess
 import sys
 import time
@@ -31,15 +30,8 @@ SOURCE = "fleet"
 
 @pytest.fixture(scope="module")
 def team_namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
-    suffix = secrets.token_hex(2)
-    names = (f"e2e-team-a-{suffix}", f"e2e-team-b-{suffix}")
-    for name in names:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
+    with policy.team_namespaces(kube, "e2e-team") as names:
         yield names
-    finally:
-        for name in names:
-            kube.delete("v1", "Namespace", name)
 
 
 @pytest.fixture(scope="module")
@@ -111,19 +103,8 @@ def applied(kube: Kube, cluster: str, team_namespaces: tuple[str, str]) -> Itera
             ),
             timeout=REACTION_SECONDS,
         )
-        ns_a, ns_b = team_namespaces
-        want = {
-            ("Cohort", f"fleet-{cluster}", None),
-            ("ClusterQueue", "team-a", None),
-            ("ClusterQueue", "team-b", None),
-            ("LocalQueue", "team-a", ns_a),
-            ("LocalQueue", "team-b", ns_b),
-        }
-        eventually(
-            "the Cohort, ClusterQueues and LocalQueues",
-            lambda: set(kueue_objects(kube, cluster)),
-            lambda have: want <= have,
-            timeout=REACTION_SECONDS,
+        policy.wait_for_team_queues(
+            kube, cluster, SOURCE, team_namespaces, timeout=REACTION_SECONDS
         )
         yield time.monotonic() - started
     finally:

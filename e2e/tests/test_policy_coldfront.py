@@ -9,7 +9,6 @@ e2e-local deselects it (the install needs the package index).
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from slurmkube_e2e import policy
 from slurmkube_e2e.accounting import accounted_cluster
 from slurmkube_e2e.coldfront import ColdFront, running_coldfront
 from slurmkube_e2e.kube import Kube
@@ -68,15 +68,8 @@ def seed(ns_a: str, ns_b: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def team_namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
-    suffix = secrets.token_hex(2)
-    names = (f"e2e-cf-a-{suffix}", f"e2e-cf-b-{suffix}")
-    for name in names:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
+    with policy.team_namespaces(kube, "e2e-cf") as names:
         yield names
-    finally:
-        for name in names:
-            kube.delete("v1", "Namespace", name)
 
 
 @pytest.fixture(scope="module")
@@ -105,19 +98,7 @@ def team_a_and_b_everywhere(
         lambda a: users <= a.keys() and {("team-a", ""), ("team-b", "")} <= a.keys(),
         timeout=REACTION_SECONDS,
     )
-    want = {
-        ("Cohort", f"fleet-{cluster}", None),
-        ("ClusterQueue", "team-a", None),
-        ("ClusterQueue", "team-b", None),
-        ("LocalQueue", "team-a", ns_a),
-        ("LocalQueue", "team-b", ns_b),
-    }
-    eventually(
-        "the Cohort, ClusterQueues and LocalQueues",
-        lambda: set(kueue_objects(kube, cluster, SOURCE)),
-        lambda have: want <= have,
-        timeout=REACTION_SECONDS,
-    )
+    policy.wait_for_team_queues(kube, cluster, SOURCE, (ns_a, ns_b), timeout=REACTION_SECONDS)
 
 
 def team_gpus(kube: Kube, cluster: str, team: str) -> int:

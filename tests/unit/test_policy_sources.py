@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurmkube.api.allocation_source import AllocationSource, ColdFrontSource
 from slurmkube.plan.policy import PolicyError
@@ -341,3 +343,30 @@ def test_bad_coldfront_attributes_are_refused_naming_the_allocation_and_field(ca
     with pytest.raises(PolicyError) as err:
         teams_from_coldfront(_recorded_source(), allocations, projects)
     assert expected in str(err.value)
+
+
+@given(
+    name=st.sampled_from(
+        [
+            "slurmkube_gpus",
+            "slurmkube_fairshare_weight",
+            "slurmkube_tier",
+            "slurm_account_name",
+            "slurmkube_namespaces",
+            "slurmkube_borrowing",
+            "slurmkube_period_days",
+        ]
+    ),
+    value=st.one_of(st.integers(-5, 10**12).map(str), st.text(max_size=40)),
+)
+def test_any_attribute_value_gives_a_team_or_a_policy_error(name: str, value: str) -> None:
+    """Whatever a ColdFront admin types into an attribute, the parser refuses it with
+    a PolicyError naming the allocation or takes it as the field's value."""
+    allocations, projects = _with_attribute(name, value)
+    try:
+        teams = {t.name: t for t in teams_from_coldfront(_recorded_source(), allocations, projects)}
+    except PolicyError as err:
+        assert "id=1" in str(err)
+        return
+    if name == "slurmkube_gpus" and value.strip():
+        assert teams["team-a"].gpus == int(value)
