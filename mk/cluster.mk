@@ -64,7 +64,7 @@ cluster-status: venv
 e2e-local: $(E2E_IMAGES) cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
 		$(if $(E2E_SLURM),SLURMKUBE_E2E_SLURM=$(E2E_SLURM)) \
-		$(PY) -m pytest $(E2E_TESTS) -q --ignore=e2e/tests/test_real_nodes.py -m "not chaos" \
+		$(PY) -m pytest $(E2E_TESTS) -q --ignore=e2e/tests/test_real_nodes.py -m "not chaos and not coldfront" \
 		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \

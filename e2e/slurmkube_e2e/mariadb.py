@@ -20,6 +20,8 @@ from pathlib import Path
 
 from slurmkube_runtime.layout import BRIDGE_IP, SLOT
 
+from slurmkube_e2e.processes import terminate
+
 # Away from 3306, one per slot like the control plane's ports.
 PORT = 23306 + 100 * SLOT
 DATABASE = "slurm_acct_db"
@@ -113,9 +115,4 @@ def running_mariadb(root: Path) -> Iterator[MariaDB]:
         )
         yield db
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        terminate(proc)

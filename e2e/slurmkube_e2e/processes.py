@@ -121,6 +121,16 @@ def stop(proc: Process, timeout: float = 20.0) -> int | None:
     return pid
 
 
+def terminate(child: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """SIGTERM a child this process started, SIGKILL after timeout."""
+    child.terminate()
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(10)
+
+
 def _signal(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)

@@ -7,7 +7,6 @@ a source that cannot be read changes nothing.
 from __future__ import annotations
 
 import re
-import secrets
 import subprocess
 import sys
 import time
@@ -16,29 +15,23 @@ from typing import Any
 
 import pytest
 
+from slurmkube_e2e import policy
 from slurmkube_e2e.accounting import accounted_cluster
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator_cluster import API, in_ctld
+from slurmkube_e2e.policy import associations, gpus_of, nominal_quota, qos_names
 from slurmkube_e2e.waiting import condition, eventually, has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
-KUEUE = "kueue.x-k8s.io/v1beta2"
 REACTION_SECONDS = 30
 SOURCE = "fleet"
 
 
 @pytest.fixture(scope="module")
 def team_namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
-    suffix = secrets.token_hex(2)
-    names = (f"e2e-team-a-{suffix}", f"e2e-team-b-{suffix}")
-    for name in names:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
+    with policy.team_namespaces(kube, "e2e-team") as names:
         yield names
-    finally:
-        for name in names:
-            kube.delete("v1", "Namespace", name)
 
 
 @pytest.fixture(scope="module")
@@ -78,29 +71,8 @@ def initial_teams(ns_a: str, ns_b: str) -> list[dict[str, Any]]:
     ]
 
 
-def associations(namespace: str) -> dict[tuple[str, str], str]:
-    """(account, user) -> GrpTRES, as `sacctmgr show assoc` prints it in the slurmctld pod."""
-    out = in_ctld(namespace, "sacctmgr", "-n", "-P", "show", "assoc", "format=Account,User,GrpTRES")
-    rows = [line.split("|") for line in out.splitlines() if line]
-    return {(r[0], r[1]): r[2] for r in rows if len(r) == 3}
-
-
-def qos_names(namespace: str) -> set[str]:
-    return set(in_ctld(namespace, "sacctmgr", "-n", "-P", "show", "qos", "format=Name").split())
-
-
 def kueue_objects(kube: Kube, cluster: str) -> dict[tuple[str, str, str | None], Manifest]:
-    label = f"slurmkube.io/allocation-source={cluster}.{SOURCE}"
-    found = {}
-    for kind in ("Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"):
-        for obj in kube.list(KUEUE, kind, label_selector=label):
-            found[(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))] = obj
-    return found
-
-
-def nominal_quota(queue: Manifest) -> int:
-    flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
-    return int(flavor["resources"][0]["nominalQuota"])
+    return policy.kueue_objects(kube, cluster, SOURCE)
 
 
 def source_with(kube: Kube, cluster: str, type_: str, status: str) -> Manifest:
@@ -114,10 +86,6 @@ def source_with(kube: Kube, cluster: str, type_: str, status: str) -> Manifest:
         timeout=REACTION_SECONDS,
         what=f"{type_}={status}",
     )
-
-
-def gpus_of(grp_tres: str) -> int:
-    return int(grp_tres.removeprefix("gres/gpu=")) if grp_tres.startswith("gres/gpu=") else -1
 
 
 @pytest.fixture(scope="module")
@@ -135,19 +103,8 @@ def applied(kube: Kube, cluster: str, team_namespaces: tuple[str, str]) -> Itera
             ),
             timeout=REACTION_SECONDS,
         )
-        ns_a, ns_b = team_namespaces
-        want = {
-            ("Cohort", f"fleet-{cluster}", None),
-            ("ClusterQueue", "team-a", None),
-            ("ClusterQueue", "team-b", None),
-            ("LocalQueue", "team-a", ns_a),
-            ("LocalQueue", "team-b", ns_b),
-        }
-        eventually(
-            "the Cohort, ClusterQueues and LocalQueues",
-            lambda: set(kueue_objects(kube, cluster)),
-            lambda have: want <= have,
-            timeout=REACTION_SECONDS,
+        policy.wait_for_team_queues(
+            kube, cluster, SOURCE, team_namespaces, timeout=REACTION_SECONDS
         )
         yield time.monotonic() - started
     finally:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from slurmkube.plan.policy import Policy
@@ -83,4 +85,17 @@ def two_teams() -> Policy:
         .tier("high")
         .obj(),
         TeamBuilder("team-b").gpus(4).users("carol").namespaces("team-b").borrowing().obj(),
+    )
+
+
+RECORDED_COLDFRONT = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "coldfront" / "recorded-1.1.10"
+)
+
+
+def recorded_coldfront() -> tuple[Any, Any]:
+    """A live ColdFront 1.1.10's answers (allocations with attributes, projects with users)."""
+    return (
+        json.loads((RECORDED_COLDFRONT / "allocations.json").read_text()),
+        json.loads((RECORDED_COLDFRONT / "projects.json").read_text()),
     )

@@ -15,7 +15,7 @@ import pytest
 from slurmkube.controllers.policy_sources import SourceError, SourceReader
 from slurmkube.kube.client import Kube
 from slurmkube.plan.policy.sources import load_allocation_source
-from tests.unit.policy_builders import TeamBuilder
+from tests.unit.policy_builders import TeamBuilder, recorded_coldfront
 
 
 @dataclass
@@ -99,13 +99,59 @@ def test_an_unchanged_document_is_asked_with_its_etag_and_not_sent_again(served:
     assert served.asked[1][1].get("If-None-Match") == '"v1"'
 
 
+COLDFRONT = {
+    "tokenSecretRef": {"name": "cf", "key": "token"},
+    "resourceName": "slurmkube fleet",
+    "defaultQuota": {"gpus": 1},
+}
+
+
+def test_coldfront_pages_are_followed_on_the_same_server(served: Served) -> None:
+    """A site that sets DRF's PageNumberPagination answers pages with `next` links."""
+    allocations, projects = recorded_coldfront()
+    base = f"{served.url}/api"
+    served.routes["/api/allocations/?allocation_attributes=true"] = (
+        200,
+        {
+            "count": 3,
+            "next": f"{base}/allocations/?allocation_attributes=true&page=2",
+            "previous": None,
+            "results": allocations[:1],
+        },
+        "",
+    )
+    served.routes["/api/allocations/?allocation_attributes=true&page=2"] = (
+        200,
+        {"count": 3, "next": None, "previous": None, "results": allocations[1:]},
+        "",
+    )
+    served.routes["/api/projects/?project_users=true"] = (200, projects, "")
+    source = source_of(coldfront={"url": base, **COLDFRONT})
+    fetched = SourceReader().read(kube({("cf", "token"): b"t"}), source)
+    assert sorted(t.name for t in fetched.teams) == ["speech-models", "team-a"]
+
+
+def test_a_next_page_on_another_server_is_not_asked(served: Served) -> None:
+    served.routes["/api/allocations/?allocation_attributes=true"] = (
+        200,
+        {"next": "http://192.0.2.1/api/allocations/?page=2", "results": []},
+        "",
+    )
+    source = source_of(coldfront={"url": f"{served.url}/api", **COLDFRONT})
+    with pytest.raises(SourceError) as err:
+        SourceReader().read(kube({("cf", "token"): b"t"}), source)
+    assert (err.value.reason, "is elsewhere") == ("InvalidDocument", "is elsewhere")
+    assert "spec.coldfront.url" in err.value.message
+    assert len(served.asked) == 1
+
+
 def test_coldfront_is_asked_with_the_token_from_its_secret(served: Served) -> None:
-    served.routes["/api/allocations"] = (
+    served.routes["/api/allocations/?allocation_attributes=true"] = (
         200,
         [{"id": 1, "project": "Vision Lab", "resource": "fleet-a", "status": "Active"}],
         "",
     )
-    served.routes["/api/projects?project_users=true"] = (
+    served.routes["/api/projects/?project_users=true"] = (
         200,
         [
             {

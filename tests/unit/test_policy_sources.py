@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurmkube.api.allocation_source import AllocationSource, ColdFrontSource
 from slurmkube.plan.policy import PolicyError
@@ -18,7 +20,7 @@ from slurmkube.plan.policy.sources import (
     policy_from_source,
     teams_from_document,
 )
-from tests.unit.policy_builders import TeamBuilder, policy, source
+from tests.unit.policy_builders import TeamBuilder, policy, recorded_coldfront, source
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "coldfront"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -239,3 +241,132 @@ def test_bad_coldfront_answers_are_refused_naming_the_project_and_field(case: st
 )
 def test_coldfront_titles_become_valid_account_names(title: str, account: str) -> None:
     assert account_from_title(title) == account
+
+
+def _recorded_source(**extra: Any) -> ColdFrontSource:
+    return _coldfront(resourceName="slurmkube fleet", **extra)
+
+
+def test_a_live_coldfronts_allocation_attributes_become_the_teams_quota() -> None:
+    """Answers recorded from ColdFront 1.1.10 (e2e/local/coldfront/seed.py's data)."""
+    teams = {t.name: t for t in teams_from_coldfront(_recorded_source(), *recorded_coldfront())}
+    assert sorted(teams) == ["speech-models", "team-a"]  # the expired allocation is not a team
+    a, b = teams["team-a"], teams["speech-models"]  # slurm_account_name; the title made a name
+    assert a.members.slurm_users == ["alice", "bob"]  # dave was removed from the project
+    assert a.members.namespaces == ["team-a"]
+    assert (a.gpus, a.gpu_hours, a.fair_share_weight, a.tier, a.borrowing) == (
+        8,
+        5000,
+        2,
+        "high",
+        False,
+    )
+    assert a.period is not None and (a.period.start.isoformat(), a.period.length_days) == (
+        "2026-10-01T00:00:00+00:00",
+        91,
+    )
+    assert (b.gpus, b.gpu_hours, b.borrowing, b.members.slurm_users) == (4, None, True, ["carol"])
+
+
+@pytest.mark.parametrize(
+    ("mapped_quota", "expected_gpus", "expected_weight"),
+    [
+        pytest.param(None, 8, 2, id="attributes over defaultQuota"),
+        pytest.param(
+            {"gpus": 16, "fairShareWeight": 5}, 8, 2, id="attributes over projects[].quota"
+        ),
+    ],
+)
+def test_coldfront_attributes_override_the_sources_quotas(
+    mapped_quota: dict[str, Any] | None, expected_gpus: int, expected_weight: int
+) -> None:
+    entry = {"title": "Protein folding at scale", "account": "team-a"}
+    cf = _recorded_source(projects=[{**entry, "quota": mapped_quota}] if mapped_quota else [])
+    team = {t.name: t for t in teams_from_coldfront(cf, *recorded_coldfront())}["team-a"]
+    assert (team.gpus, team.fair_share_weight) == (expected_gpus, expected_weight)
+
+
+def test_without_attributes_the_sources_quota_holds() -> None:
+    allocations, projects = recorded_coldfront()
+    for allocation in allocations:
+        allocation["allocation_attributes"] = None  # asked without ?allocation_attributes=true
+    cf = _recorded_source(
+        projects=[{"title": "Speech models", "account": "speech", "quota": {"gpus": 3}}]
+    )
+    teams = {t.name: t.gpus for t in teams_from_coldfront(cf, allocations, projects)}
+    assert teams == {"protein-folding-at-scale": 4, "speech": 3}
+
+
+def _with_attribute(name: str, value: str) -> tuple[Any, Any]:
+    allocations, projects = recorded_coldfront()
+    team_a = next(a for a in allocations if a["id"] == 1)
+    attrs = [x for x in team_a["allocation_attributes"] if x["allocation_attribute_type"] != name]
+    team_a["allocation_attributes"] = [
+        *attrs,
+        {"allocation_attribute_type": name, "value": value, "usage": None},
+    ]
+    return allocations, projects
+
+
+BAD_ATTRIBUTES = {
+    "gpus not a number": (
+        "slurmkube_gpus",
+        "eight",
+        "id=1 (project 'Protein folding at scale') attributes: gpus",
+    ),
+    "a fair-share weight of 0": ("slurmkube_fairshare_weight", "0", "attributes: fairShareWeight"),
+    "a namespace that is no DNS label": (
+        "slurmkube_namespaces",
+        "team-a,Team B",
+        "attributes: members.namespaces",
+    ),
+    "a budget without its period start": ("slurmkube_period_start", "", "gpuHours needs a period"),
+    "an account that injects": (
+        "slurm_account_name",
+        "team-a\nx",
+        "/api/allocations id=1 attribute 'slurm_account_name'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ATTRIBUTES))
+def test_bad_coldfront_attributes_are_refused_naming_the_allocation_and_field(case: str) -> None:
+    name, value, expected = BAD_ATTRIBUTES[case]
+    allocations, projects = _with_attribute(name, value)
+    if case == "a budget without its period start":
+        for a in allocations:
+            a["allocation_attributes"] = [
+                x
+                for x in a["allocation_attributes"]
+                if not x["allocation_attribute_type"].startswith("slurmkube_period")
+            ]
+    with pytest.raises(PolicyError) as err:
+        teams_from_coldfront(_recorded_source(), allocations, projects)
+    assert expected in str(err.value)
+
+
+@given(
+    name=st.sampled_from(
+        [
+            "slurmkube_gpus",
+            "slurmkube_fairshare_weight",
+            "slurmkube_tier",
+            "slurm_account_name",
+            "slurmkube_namespaces",
+            "slurmkube_borrowing",
+            "slurmkube_period_days",
+        ]
+    ),
+    value=st.one_of(st.integers(-5, 10**12).map(str), st.text(max_size=40)),
+)
+def test_any_attribute_value_gives_a_team_or_a_policy_error(name: str, value: str) -> None:
+    """Whatever a ColdFront admin types into an attribute, the parser refuses it with
+    a PolicyError naming the allocation or takes it as the field's value."""
+    allocations, projects = _with_attribute(name, value)
+    try:
+        teams = {t.name: t for t in teams_from_coldfront(_recorded_source(), allocations, projects)}
+    except PolicyError as err:
+        assert "id=1" in str(err)
+        return
+    if name == "slurmkube_gpus" and value.strip():
+        assert teams["team-a"].gpus == int(value)

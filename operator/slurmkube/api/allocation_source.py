@@ -149,11 +149,10 @@ class SecretKeyRef(StrictModel):
 
 
 class ColdFrontProject(StrictModel):
-    """What ColdFront does not say about a project: its account name, namespaces, quota.
-
-    ColdFront's REST API plugin serialises neither allocation attributes nor a
-    Slurm account name, so the quota comes from here (or `defaultQuota`).
-    """
+    """A project's account name, namespaces and quota, where its ColdFront allocation
+    does not set them: the allocation's attributes (slurm_account_name, slurmkube_gpus,
+    "Accelerator Usage (Hours)", ...) override this quota; this account name overrides
+    slurm_account_name."""
 
     title: str = Field(max_length=255)
     """The ColdFront project title (as /api/projects returns it)."""
@@ -174,7 +173,8 @@ class ColdFrontProject(StrictModel):
 
 class ColdFrontSource(StrictModel):
     """ColdFront's REST API (its `api` plugin): projects with an Active allocation
-    on `resourceName` become teams; their active project users become Slurm users."""
+    on `resourceName` become teams; their active project users become Slurm users;
+    the allocation's attributes set the quota (docs/policy.md)."""
 
     url: str = Field(max_length=2048, json_schema_extra=_URL)
     """Base URL of the API, e.g. https://coldfront.example.org/api."""
@@ -183,7 +183,7 @@ class ColdFrontSource(StrictModel):
     resource_name: str = Field(alias="resourceName", max_length=128)
     """The ColdFront Resource that is this fleet."""
     default_quota: TeamQuota = Field(alias="defaultQuota")
-    """The quota of a project not listed in `projects`."""
+    """The quota of a project whose allocation and `projects` entry do not set one."""
     projects: list[ColdFrontProject] = Field(default_factory=list, max_length=10_000)
 
 

@@ -23,6 +23,7 @@ from slurmkube.plan.policy.model import PolicyError
 from slurmkube.plan.policy.sources import SourceAnswers, teams_from_answers
 
 TIMEOUT_SECONDS = 10.0
+MAX_PAGES = 1000
 Key = tuple[str, str]
 
 
@@ -84,13 +85,13 @@ class SourceReader:
         token = _secret(kube, namespace, cf.token_secret_ref, f"{where}.tokenSecretRef")
         headers = {"Authorization": f"Token {token.decode().strip()}"}
         base = cf.url.rstrip("/")
+        # DRF's router wants the trailing slash (without it Django answers a redirect).
         answers = SourceAnswers(
-            coldfront_allocations=_json(
-                _get(f"{base}/allocations", headers, True, f"{where}.url"), f"{where}.url"
+            coldfront_allocations=_pages(
+                f"{base}/allocations/?allocation_attributes=true", headers, f"{where}.url"
             ),
-            coldfront_projects=_json(
-                _get(f"{base}/projects?project_users=true", headers, True, f"{where}.url"),
-                f"{where}.url",
+            coldfront_projects=_pages(
+                f"{base}/projects/?project_users=true", headers, f"{where}.url"
             ),
         )
         return Fetched(_teams(source, answers))
@@ -142,6 +143,31 @@ def _get(
             "HTTPError", f"{where}: {url} answered {response.status_code} {response.reason_phrase}"
         )
     return response
+
+
+def _pages(url: str, headers: dict[str, str], where: str) -> Any:
+    """A list answer as it is; a DRF page (a site that sets a pagination class)
+    followed through its `next` links into one `{"results": [...]}`."""
+    answer = _json(_get(url, headers, True, where), where)
+    if not (isinstance(answer, dict) and isinstance(answer.get("results"), list)):
+        return answer
+    results = list(answer["results"])
+    for _ in range(MAX_PAGES):
+        following = answer.get("next")
+        if not isinstance(following, str) or not following:
+            return {"results": results}
+        if _origin(following) != _origin(url):  # the token goes along
+            raise SourceError("InvalidDocument", f"{where}: next page {following} is elsewhere")
+        answer = _json(_get(following, headers, True, where), where)
+        if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
+            raise SourceError("InvalidDocument", f"{where}: {following}: not a page of results")
+        results.extend(answer["results"])
+    raise SourceError("InvalidDocument", f"{where}: {url}: more than {MAX_PAGES} pages")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.host, parsed.port
 
 
 def _json(response: httpx.Response, where: str) -> Any:

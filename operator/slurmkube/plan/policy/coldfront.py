@@ -1,28 +1,32 @@
 """ColdFront's REST API answers -> teams.
 
-ColdFront's `api` plugin (coldfront/plugins/api, 1.1.x) serialises:
-- `GET /api/allocations`: `[{"id", "project": <title>, "resource": "<name>, <name>",
-  "status": <name>}]` (`resource` is `Allocation.get_resources_as_string`);
-- `GET /api/projects?project_users=true`: `[{"id", "title", "pi": <username>,
-  "status", "project_users": [{"user": <username>, "role", "status"}],
-  "allocations": null | [...]}]`.
+ColdFront's `api` plugin (coldfront/plugins/api, 1.1.10; answers recorded from a
+live ColdFront in tests/fixtures/coldfront) serialises:
+- `GET /api/allocations/?allocation_attributes=true`: `[{"id", "project": <title>,
+  "resource": "<name>, <name>", "status": <name>, "allocation_users": null,
+  "allocation_attributes": [{"allocation_attribute_type": <name>, "value": <str>,
+  "usage": <float> | null}]}]` (`resource` is `Allocation.get_resources_as_string`);
+- `GET /api/projects/?project_users=true`: `[{"id", "title", "pi": <username>,
+  "status", "project_users": [{"user": <username>, "role", "status"}], ...}]`.
 Answers are plain lists (the plugin sets no pagination); a DRF page
-(`{"results": [...]}`) is accepted too. Allocation attributes (GPU counts,
-budgets) are not serialised, so quotas come from the AllocationSource
-(`defaultQuota`, `projects[].quota`).
+(`{"results": [...]}`) is accepted too.
 
 A project is a team when it has an Active allocation on the source's
-resource; its Active project users are the team's Slurm users.
+resource (the lowest id if several); its Active project users are the team's
+Slurm users. The allocation's attributes (`ATTRIBUTES`) override the
+AllocationSource's `projects[].quota`, which overrides `defaultQuota`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from slurmkube.api.allocation_source import ColdFrontSource, Team, TeamMembers
+from slurmkube.api.allocation_source import ColdFrontProject as MappedProject
+from slurmkube.api.allocation_source import ColdFrontSource, Team
 from slurmkube.api.documents import validation_message
 from slurmkube.api.grammar import InvalidValue, slurm_account, slurm_user
 from slurmkube.api.meta import LenientModel
@@ -31,11 +35,49 @@ from slurmkube.plan.policy.model import PolicyError
 ACTIVE = "Active"
 
 
+# Allocation attribute type -> Team field. slurm_account_name and "Accelerator Usage
+# (Hours)" are ColdFront's own default types; the others are slurmkube's.
+ACCOUNT_ATTRIBUTE = "slurm_account_name"
+NAMESPACES_ATTRIBUTE = "slurmkube_namespaces"
+ATTRIBUTES = {
+    "slurmkube_gpus": "gpus",
+    "Accelerator Usage (Hours)": "gpuHours",
+    "slurmkube_fairshare_weight": "fairShareWeight",
+    "slurmkube_tier": "tier",
+    "slurmkube_borrowing": "borrowing",
+}
+PERIOD_ATTRIBUTES = {"slurmkube_period_start": "start", "slurmkube_period_days": "lengthDays"}
+
+
+class ColdFrontAttribute(LenientModel):
+    allocation_attribute_type: str
+    value: str
+
+
 class ColdFrontAllocation(LenientModel):
     id: int
     project: str
     resource: str
     status: str
+    allocation_attributes: list[ColdFrontAttribute] | None = None
+
+    def attribute(self, name: str) -> str | None:
+        for a in self.allocation_attributes or []:
+            if a.allocation_attribute_type == name:
+                return a.value.strip()
+        return None
+
+    def quota(self) -> dict[str, Any]:
+        """The Team fields its attributes set (values still as ColdFront's strings)."""
+        fields: dict[str, Any] = {
+            key: value for name, key in ATTRIBUTES.items() if (value := self.attribute(name))
+        }
+        if "borrowing" in fields:  # ColdFront's Yes/No type
+            fields["borrowing"] = fields["borrowing"].lower() in ("yes", "true", "1")
+        period = {k: v for name, k in PERIOD_ATTRIBUTES.items() if (v := self.attribute(name))}
+        if period:
+            fields["period"] = period
+        return fields
 
     def on(self, resource: str) -> bool:
         return resource in self.resource.split(", ")
@@ -86,11 +128,12 @@ def teams_from_coldfront(
     where: str = "coldfront",
 ) -> list[Team]:
     """The two answers -> one team per project with an Active allocation on the resource."""
-    active = {
-        a.project
-        for a in _parse(ColdFrontAllocation, allocations, f"{where} /api/allocations")
-        if a.status == ACTIVE and a.on(source.resource_name)
-    }
+    active: dict[str, ColdFrontAllocation] = {}
+    for a in sorted(
+        _parse(ColdFrontAllocation, allocations, f"{where} /api/allocations"), key=lambda a: a.id
+    ):
+        if a.status == ACTIVE and a.on(source.resource_name):
+            active.setdefault(a.project, a)
     mapped = {p.title: p for p in source.projects}
     teams: list[Team] = []
     seen: dict[str, str] = {}
@@ -101,9 +144,12 @@ def teams_from_coldfront(
         if project.project_users is None:
             raise PolicyError(f"{here}.project_users: missing; ask with ?project_users=true")
         entry = mapped.get(project.title)
+        allocation = active[project.title]
+        attributed = allocation.attribute(ACCOUNT_ATTRIBUTE)
         try:
             account = slurm_account(
-                entry.account if entry else account_from_title(project.title), f"{here}.title"
+                entry.account if entry else attributed or account_from_title(project.title),
+                f"{here}.title" if entry or not attributed else _at(allocation, ACCOUNT_ATTRIBUTE),
             )
             users = sorted(
                 {
@@ -120,7 +166,40 @@ def teams_from_coldfront(
                 "map one of them in spec.coldfront.projects"
             )
         seen[account] = project.title
-        quota = (entry.quota if entry and entry.quota else source.default_quota).model_dump()
-        members = TeamMembers(slurm_users=users, namespaces=list(entry.namespaces) if entry else [])
-        teams.append(Team(name=account, members=members, **quota))
+        teams.append(_team(source, entry, allocation, account=account, users=users, where=where))
     return teams
+
+
+def _at(allocation: ColdFrontAllocation, attribute: str) -> str:
+    return f"/api/allocations id={allocation.id} attribute {attribute!r}"
+
+
+def _team(
+    source: ColdFrontSource,
+    entry: MappedProject | None,
+    allocation: ColdFrontAllocation,
+    *,
+    account: str,
+    users: Sequence[str],
+    where: str,
+) -> Team:
+    base = entry.quota if entry and entry.quota else source.default_quota
+    namespaces = allocation.attribute(NAMESPACES_ATTRIBUTE)
+    document = {
+        **base.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        **allocation.quota(),
+        "name": account,
+        "members": {
+            "slurmUsers": list(users),
+            "namespaces": [n.strip() for n in namespaces.split(",") if n.strip()]
+            if namespaces is not None
+            else list(entry.namespaces if entry else []),
+        },
+    }
+    try:
+        return Team.model_validate(document)
+    except ValidationError as err:
+        raise PolicyError(
+            f"{where} /api/allocations id={allocation.id} (project {allocation.project!r}) "
+            f"attributes: {validation_message(err)}"
+        ) from err

@@ -32,8 +32,8 @@ class SourceAnswers:
     """What a live source answered (parsed JSON), for a source without inline teams."""
 
     document: Any = None  # an http source's document
-    coldfront_allocations: Any = None  # GET /api/allocations
-    coldfront_projects: Any = None  # GET /api/projects?project_users=true
+    coldfront_allocations: Any = None  # GET /api/allocations/?allocation_attributes=true
+    coldfront_projects: Any = None  # GET /api/projects/?project_users=true
 
 
 def document_schema() -> dict[str, Any]:

@@ -1,0 +1,80 @@
+"""Reading what an AllocationSource applied: Slurm's associations and QOS (sacctmgr
+in the slurmctld pod) and its labelled Kueue objects; used by the policy e2e tests."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.operator_cluster import in_ctld
+from slurmkube_e2e.waiting import eventually
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+def associations(namespace: str) -> dict[tuple[str, str], str]:
+    """(account, user) -> GrpTRES, as `sacctmgr show assoc` prints it in the slurmctld pod."""
+    out = in_ctld(namespace, "sacctmgr", "-n", "-P", "show", "assoc", "format=Account,User,GrpTRES")
+    rows = [line.split("|") for line in out.splitlines() if line]
+    return {(r[0], r[1]): r[2] for r in rows if len(r) == 3}
+
+
+def qos_names(namespace: str) -> set[str]:
+    return set(in_ctld(namespace, "sacctmgr", "-n", "-P", "show", "qos", "format=Name").split())
+
+
+def kueue_objects(
+    kube: Kube, namespace: str, source: str
+) -> dict[tuple[str, str, str | None], Manifest]:
+    label = f"slurmkube.io/allocation-source={namespace}.{source}"
+    found = {}
+    for kind in ("Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"):
+        for obj in kube.list(KUEUE, kind, label_selector=label):
+            found[(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))] = obj
+    return found
+
+
+def nominal_quota(queue: Manifest) -> int:
+    flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
+    return int(flavor["resources"][0]["nominalQuota"])
+
+
+def gpus_of(grp_tres: str) -> int:
+    return int(grp_tres.removeprefix("gres/gpu=")) if grp_tres.startswith("gres/gpu=") else -1
+
+
+@contextmanager
+def team_namespaces(kube: Kube, prefix: str) -> Iterator[tuple[str, str]]:
+    """Two fresh namespaces for team A and team B, deleted afterwards."""
+    suffix = secrets.token_hex(2)
+    names = (f"{prefix}-a-{suffix}", f"{prefix}-b-{suffix}")
+    for name in names:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield names
+    finally:
+        for name in names:
+            kube.delete("v1", "Namespace", name)
+
+
+def wait_for_team_queues(
+    kube: Kube, namespace: str, source: str, teams: tuple[str, str], *, timeout: float
+) -> None:
+    """The fleet's Cohort and team-a's and team-b's ClusterQueues and LocalQueues
+    (in the `teams` namespaces)."""
+    ns_a, ns_b = teams
+    want = {
+        ("Cohort", f"fleet-{namespace}", None),
+        ("ClusterQueue", "team-a", None),
+        ("ClusterQueue", "team-b", None),
+        ("LocalQueue", "team-a", ns_a),
+        ("LocalQueue", "team-b", ns_b),
+    }
+    eventually(
+        "the Cohort, ClusterQueues and LocalQueues",
+        lambda: set(kueue_objects(kube, namespace, source)),
+        lambda have: want <= have,
+        timeout=timeout,
+    )
