@@ -50,8 +50,10 @@ def audited_requests(layout: Layout, since: datetime) -> list[AuditedRequest]:
     found: list[AuditedRequest] = []
     for path in files:
         if path.exists():
-            with path.open() as lines:
-                found.extend(read_events(lines, since))
+            lines = path.read_text().splitlines(keepends=True)
+            # The API server may be writing the last line right now.
+            complete = [line for line in lines if line.endswith("\n")]
+            found.extend(read_events(complete, since))
     return found
 
 
