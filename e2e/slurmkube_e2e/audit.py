@@ -3,7 +3,7 @@ judged against the chart's RBAC.
 
 The local control plane logs, at Metadata level, every request of the group
 `slurmkube:e2e-operators` and nothing else (`audit_policy`). Each operator an
-e2e test starts authenticates as `slurmkube-e2e-operator:<namespace>`, the
+e2e test starts authenticates as `slurmkube-e2e:<namespace>`, the
 namespace its chart would be installed in (where its Lease and kopf's Events
 go), so each request is judged against the chart rendered for that namespace,
 bound to the chart's ServiceAccount there, plus the cluster's default bindings
@@ -23,12 +23,21 @@ from typing import Any
 from slurmkube_e2e.rbac import Grant, PolicyRule, Request, allowing
 
 AUDITED_GROUP = "slurmkube:e2e-operators"
-USER_PREFIX = "slurmkube-e2e-operator:"
+USER_PREFIX = "slurmkube-e2e:"
+# A certificate's common name (the user) holds at most 64 characters (RFC 5280
+# ub-common-name); e2e test namespaces have at most 49 (conftest.py).
+MAX_USER = 64
 
 
 def operator_user(namespace: str) -> str:
     """The user an e2e operator whose chart is in `namespace` authenticates as."""
-    return f"{USER_PREFIX}{namespace}"
+    user = f"{USER_PREFIX}{namespace}"
+    if len(user) > MAX_USER:
+        raise ValueError(
+            f"namespace {namespace!r} is too long for an e2e operator's certificate: "
+            f"{user!r} has {len(user)} characters, a common name at most {MAX_USER}"
+        )
+    return user
 
 
 def audit_policy() -> dict[str, Any]:

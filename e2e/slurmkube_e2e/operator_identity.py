@@ -2,7 +2,7 @@
 server's audit log holds their requests and no one else's.
 
 A client certificate signed by the cluster's CA for the user
-`slurmkube-e2e-operator:<namespace>` in the groups `system:masters` (nothing is
+`slurmkube-e2e:<namespace>` in the groups `system:masters` (nothing is
 refused while the suite runs: the requests are judged against the chart's RBAC
 afterwards, e2e/tests/test_rbac_audit.py) and `slurmkube:e2e-operators` (what
 the audit policy logs). On a cluster this checkout did not start (kind) there

@@ -283,7 +283,7 @@ def test_an_e2e_operators_certificate_names_its_user_and_groups_and_verifies(
     config = yaml.safe_load(path.read_text())
     assert config["clusters"][0]["cluster"] == admin["clusters"][0]["cluster"]
     (user,) = config["users"]
-    assert user["name"] == "slurmkube-e2e-operator:e2e-ha-1"
+    assert user["name"] == "slurmkube-e2e:e2e-ha-1"
     crt = tmp_path / "op.crt"
     crt.write_bytes(base64.b64decode(user["user"]["client-certificate-data"]))
     subject = subprocess.run(
@@ -293,7 +293,7 @@ def test_an_e2e_operators_certificate_names_its_user_and_groups_and_verifies(
         check=True,
     ).stdout
     assert "O = system:masters, O = slurmkube:e2e-operators" in subject
-    assert "CN = slurmkube-e2e-operator:e2e-ha-1" in subject
+    assert "CN = slurmkube-e2e:e2e-ha-1" in subject
     assert "TLS Web Client Authentication" in subject
     verified = subprocess.run(
         ["openssl", "verify", "-CAfile", str(ca_crt), str(crt)], capture_output=True, check=False
@@ -308,3 +308,9 @@ def test_an_operator_on_a_cluster_this_checkout_did_not_start_keeps_its_kubeconf
     monkeypatch.setenv("SLURMKUBE_RUN", str(tmp_path / "run"))
     kind = tmp_path / "kind.kubeconfig"
     assert operator_kubeconfig(kind, "default", tmp_path / "op") == kind
+
+
+def test_every_e2e_test_namespace_fits_in_an_operators_certificate() -> None:
+    assert len(operator_user("e2e-" + "x" * 40 + "-abcd")) <= 64
+    with pytest.raises(ValueError, match="too long for an e2e operator's certificate"):
+        operator_user("x" * 51)
