@@ -26,8 +26,8 @@ from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB, running_mariadb
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
-from slurmkube_e2e.replicas import LEASE_ENV, Replica
 from slurmkube_e2e.operator_identity import operator_kubeconfig
+from slurmkube_e2e.replicas import LEASE_ENV, Replica
 from slurmkube_e2e.waiting import wait_for
 
 TEST_LABEL = "e2e.slurmkube.io/test"

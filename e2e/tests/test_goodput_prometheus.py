@@ -23,8 +23,8 @@ import yaml
 
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env
-from slurmkube_e2e.operator_identity import operator_kubeconfig
 from slurmkube_e2e.operator_cluster import docs, in_ctld, ready_cluster, wait_job
+from slurmkube_e2e.operator_identity import operator_kubeconfig
 from slurmkube_e2e.waiting import wait_gone
 
 pytestmark = pytest.mark.e2e
