@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from slurmkube_e2e import fleet, kueue, kwok, processes
+from slurmkube_e2e.audit import audit_policy
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError, apply, kubectl
 from slurmkube_e2e.layout import LOOPBACK, Layout, go_module_dir, read_versions
@@ -153,6 +154,12 @@ class LocalCluster:
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # The e2e operators' requests, judged against the chart's RBAC
+                # after the suite (slurmkube_e2e/audit.py). One file for a whole
+                # session: rotation only past 1 GiB, and then every backup is kept.
+                f"--audit-policy-file={lay.config / 'audit-policy.yaml'}",
+                f"--audit-log-path={lay.audit_log}",
+                "--audit-log-maxsize=1024",
             ],
         )
         controller_manager = self._proc(
@@ -254,6 +261,7 @@ class LocalCluster:
         self._check_binaries()
         self._write_pki()
         self._write_kwok_config()
+        self._write_audit_policy()
         by_name = {c.process.name: c for c in self.components()}
         for name in ("etcd", "kube-apiserver"):
             self._ensure(by_name[name], timeout)
@@ -315,6 +323,10 @@ class LocalCluster:
         (self.layout.config / "kwok.yaml").write_text(
             kwok.render_stages(module / "kustomize/stage")
         )
+
+    def _write_audit_policy(self) -> None:
+        self.layout.audit_log.parent.mkdir(parents=True, exist_ok=True)
+        (self.layout.config / "audit-policy.yaml").write_text(yaml.safe_dump(audit_policy()))
 
     def _write_kueue_config(self) -> None:
         ports = self.layout.ports
@@ -456,12 +468,14 @@ class LocalCluster:
     # -- down --------------------------------------------------------------------
 
     def down(self) -> None:
-        """Stop every component by PID (reverse start order) and drop the etcd data."""
+        """Stop every component by PID (reverse start order), drop the etcd data
+        and the audit log (e2e-local's last test has read it)."""
         comps = self.components()
         for comp in reversed(comps):
             pid = processes.stop(comp.process)
             print(f"{comp.process.name}: " + (f"stopped pid {pid}" if pid else "not running"))
         shutil.rmtree(self.layout.etcd_data, ignore_errors=True)
+        shutil.rmtree(self.layout.audit_log.parent, ignore_errors=True)
         left = processes.listening_ports(list(self.layout.ports.all().values()))
         if left:
             raise ClusterError(f"ports still listening after cluster-down: {left}")

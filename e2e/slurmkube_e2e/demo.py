@@ -36,6 +36,16 @@ LOCAL_IMAGE_REGISTRY = "slurmkube"
 NAMESPACE = "slurm-demo"
 CLUSTER = "demo"
 CTLD_POD = f"{CLUSTER}-slurmctld-0"
+# The values the demo installs the chart with, and the e2e RBAC audit renders it with.
+CHART_VALUES = (
+    # The local runtime runs only the Slurm image: the operator runs on the
+    # host, as the chart's ServiceAccount (see the module docstring).
+    "--set",
+    "replicaCount=0",
+    # The chart names no image by default; the local one `make images` builds.
+    "--set",
+    f"image.registry={LOCAL_IMAGE_REGISTRY}",
+)
 
 
 class DemoError(RuntimeError):
@@ -129,13 +139,7 @@ def up(layout: Layout) -> int:
         "--namespace",
         OPERATOR_NAMESPACE,
         "--create-namespace",
-        # The local runtime runs only the Slurm image: the operator runs on the
-        # host, as the chart's ServiceAccount (see the module docstring).
-        "--set",
-        "replicaCount=0",
-        # The chart names no image by default; the local one `make images` builds.
-        "--set",
-        f"image.registry={LOCAL_IMAGE_REGISTRY}",
+        *CHART_VALUES,
     )
     print(_helm(layout, "list", "--namespace", OPERATOR_NAMESPACE).rstrip())
     operator_kubeconfig = _service_account_kubeconfig(layout)

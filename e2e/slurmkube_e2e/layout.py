@@ -97,6 +97,11 @@ class Layout:
         return self.run / "config"
 
     @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: the e2e operators' requests (slurmkube_e2e/audit.py)."""
+        return self.run / "audit" / "kube-apiserver.log"
+
+    @property
     def kubeconfig(self) -> Path:
         """The admin kubeconfig users and tests point KUBECONFIG at."""
         return self.run / "kubeconfig"

@@ -14,6 +14,7 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,28 @@ from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB, running_mariadb
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
+from slurmkube_e2e.operator_identity import operator_kubeconfig
 from slurmkube_e2e.replicas import LEASE_ENV, Replica
 from slurmkube_e2e.waiting import wait_for
 
 TEST_LABEL = "e2e.slurmkube.io/test"
+# When this session started: the RBAC audit reads the API server's audit log from here on.
+SESSION_STARTED = pytest.StashKey[datetime]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[SESSION_STARTED] = datetime.now(UTC)
+
+
+@pytest.fixture(scope="session")
+def session_started(request: pytest.FixtureRequest) -> datetime:
+    return request.config.stash[SESSION_STARTED]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `after_all_others` judge what the whole session did (the
+    operator's requests in the audit log): they run last, whatever their file."""
+    items.sort(key=lambda item: item.get_closest_marker("after_all_others") is not None)
 
 
 @pytest.fixture(scope="session")
@@ -89,8 +108,11 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """One operator for the session; tests that need it down or killed use its handle."""
     install_for_host_operator(kube)
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = dict(os.environ, **host_operator_env(kubeconfig, "e2e-operator"))
+    directory = tmp_path_factory.mktemp("operator")
+    log = directory / "operator.log"
+    # Its own user, so the audit log holds its requests (test_rbac_audit.py).
+    identity = operator_kubeconfig(kubeconfig, "default", directory)
+    env = dict(os.environ, **host_operator_env(identity, "e2e-operator", "default"))
     process = OperatorProcess(env, log)
     process.start()
     try:
@@ -108,8 +130,9 @@ def replicas(
     is stopped meanwhile (it would act on the same SlurmCluster)."""
     operator.stop()
     pair = []
+    identity = operator_kubeconfig(kubeconfig, namespace, tmp_path)
     for name in ("ha-a", "ha-b"):
-        env = {**os.environ, **host_operator_env(kubeconfig, name, namespace), **LEASE_ENV}
+        env = {**os.environ, **host_operator_env(identity, name, namespace), **LEASE_ENV}
         pair.append(Replica(name, env, tmp_path / f"{name}.log"))
     for replica in pair:
         replica.process.start()

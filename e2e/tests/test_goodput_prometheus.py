@@ -26,6 +26,7 @@ import yaml
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env
 from slurmkube_e2e.operator_cluster import docs, in_ctld, ready_cluster, wait_job
+from slurmkube_e2e.operator_identity import operator_kubeconfig
 from slurmkube_e2e.waiting import wait_gone
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +64,9 @@ def exporter(
     port = free_port()
     env = {
         **os.environ,
-        **host_operator_env(kubeconfig, "e2e-goodput", namespace),
+        **host_operator_env(
+            operator_kubeconfig(kubeconfig, namespace, tmp_path), "e2e-goodput", namespace
+        ),
         "SLURMKUBE_GOODPUT_SECONDS": "2",
     }
     own = OperatorProcess(env, tmp_path / "operator.log", ["--metrics-port", str(port)])
