@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, job_state, ready_cluster, wait_job
 from slurmkube_e2e.waiting import wait_gone
 
@@ -29,16 +28,38 @@ def _phase(kube: Kube, namespace: str) -> str:
     return str(json.loads(raw)["phase"]) if raw else ""
 
 
-def _scontrol_with_key(namespace: str, key_file: Path) -> subprocess.CompletedProcess[str]:
-    """`scontrol show config` in the slurmctld pod, authenticating with `key_file` only."""
-    env = ("env", "SLURM_SACK_JWKS=/nonexistent", f"SLURM_SACK_KEY={key_file}")
-    return subprocess.run(
-        [*_exec(namespace), *env, "scontrol", "show", "config"],
+# A client signs through a sack socket, never with a key of its own: a sackd holding
+# only the key to try, in a mount namespace whose /run hides the pod's sockets.
+PROBE = """
+set -e
+umask 027
+echo "$KEY" | base64 -d > /tmp/probe.key
+chgrp slurm /tmp/probe.key
+mount -t tmpfs tmpfs /run
+mkdir -p /run/slurm
+SLURM_SACK_JWKS=/nonexistent SLURM_SACK_KEY=/tmp/probe.key \\
+  sackd -f /etc/slurm/slurm.conf -D >/tmp/probe-sackd.log 2>&1 &
+sackd=$!
+sleep 2
+rc=0
+timeout 30 scontrol show config >/dev/null 2>/tmp/probe.err || rc=$?
+kill $sackd
+exit $rc
+"""
+
+
+def _authenticates(namespace: str, key: bytes) -> bool:
+    """Does slurmctld take a credential signed with `key` alone?"""
+    encoded = base64.b64encode(key).decode()
+    argv = ["unshare", "-m", "--propagation", "unchanged", "env", f"KEY={encoded}"]
+    done = subprocess.run(
+        [*_exec(namespace), *argv, "sh", "-c", PROBE],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=90,
         check=False,
     )
+    return done.returncode == 0
 
 
 def _exec(namespace: str) -> list[str]:
@@ -47,7 +68,7 @@ def _exec(namespace: str) -> list[str]:
 
 
 def test_a_key_rotation_keeps_a_running_job_and_retires_the_old_key(
-    kube: Kube, namespace: str, tmp_path: Path
+    kube: Kube, operator: OperatorProcess, namespace: str
 ) -> None:
     try:
         for doc in docs(namespace):
@@ -55,10 +76,8 @@ def test_a_key_rotation_keeps_a_running_job_and_retires_the_old_key(
         ready_cluster(kube, namespace)
         secret = kube.get("v1", "Secret", "local-auth", namespace=namespace)
         assert secret is not None
-        old_key = tmp_path / "old.key"
-        old_key.write_bytes(base64.b64decode(secret["data"]["slurm.key"]))
-        os.chmod(old_key, 0o600)
-        assert _scontrol_with_key(namespace, old_key).returncode == 0  # the key in force
+        old_key = base64.b64decode(secret["data"]["slurm.key"])
+        assert _authenticates(namespace, old_key)  # the key in force, and the probe works
 
         job = in_ctld(namespace, "sbatch", "--parsable", "-N2", "--wrap", "sleep 45").strip()
         wait_job(namespace, job, {"RUNNING"})
@@ -85,11 +104,12 @@ def test_a_key_rotation_keeps_a_running_job_and_retires_the_old_key(
         assert state == "COMPLETED", state
         after = in_ctld(namespace, "sbatch", "--parsable", "-N2", "--wrap", "hostname").strip()
         wait_job(namespace, after, {"COMPLETED"}, timeout=120)
-        refused = _scontrol_with_key(namespace, old_key)
-        assert refused.returncode != 0, refused.stdout
+        assert not _authenticates(namespace, old_key)
         secret = kube.get("v1", "Secret", "local-auth", namespace=namespace)
         assert secret is not None
-        assert base64.b64decode(secret["data"]["slurm.key"]) != old_key.read_bytes()
+        new_key = base64.b64decode(secret["data"]["slurm.key"])
+        assert new_key != old_key
+        assert _authenticates(namespace, new_key)
         keys = json.loads(base64.b64decode(secret["data"]["slurm.jwks"]))["keys"]
         assert len(keys) == 1 and keys[0]["use"] == "default"
     finally:
