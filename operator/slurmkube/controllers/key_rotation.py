@@ -126,7 +126,9 @@ def rotate_keys(kube: Kube, key: Key) -> float | None:
     except SlurmError as err:
         log.info("key rotation: jobs not read cluster=%s/%s error=%s", namespace, name, err)
         return 5.0
-    current = tuple(KeyEntry(kid, default) for kid, (_, default) in sorted(keys.items()))
+    # A plain slurm.key is no key set: its tokens carry no kid (plan/key_rotation.py).
+    plain = SLURM_JWKS not in ((secret or {}).get("data") or {})
+    current = () if plain else tuple(KeyEntry(k, d) for k, (_, d) in sorted(keys.items()))
     step = plan_rotation(
         requested,
         _record(annotations),
