@@ -234,6 +234,7 @@ def _operator(args: argparse.Namespace) -> int:
     import slurmkube.controllers.goodput
     import slurmkube.controllers.handlers
     import slurmkube.controllers.health
+    import slurmkube.controllers.key_rotation
     import slurmkube.controllers.lending
     import slurmkube.controllers.policy
     from slurmkube import metrics

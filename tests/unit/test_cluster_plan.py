@@ -89,9 +89,10 @@ def test_login_pods_run_sackd_configless_with_only_the_slurm_key(replicas: int) 
     (container,) = pod["containers"]
     assert container["args"][:2] == ["sackd", "-D"]
     assert container["args"][3].endswith(":6817")
-    # Only slurm.key: login users never see the JWT key or a slurm.conf.
+    # Only slurm.key (and its key set while a rotation writes one): login users never
+    # see the JWT key or a slurm.conf.
     sources = pod["volumes"][0]["projected"]["sources"]
-    assert [s["secret"]["items"][0]["key"] for s in sources] == ["slurm.key"]
+    assert [s["secret"]["items"][0]["key"] for s in sources] == ["slurm.key", "slurm.jwks"]
     assert all(e["name"] != "SLURM_CONF" for e in container["env"])
 
 

@@ -117,3 +117,9 @@ def container_gpus(resources: Mapping[str, Any]) -> int:
             except ValueError:
                 return 0
     return 0
+
+
+# A new value asks for a rotation of auth/slurm's key (plan/key_rotation.py); the
+# rotation's progress is kept in the second.
+ANNOTATION_ROTATE_KEYS: Final = f"{GROUP}/rotate-keys"
+ANNOTATION_KEY_ROTATION: Final = f"{GROUP}/key-rotation"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Sequence
+
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import Manifest, meta, names_of
+from slurmkube.build.pod import SLURM_KEY
 
 
 def auth_secret(cluster: SlurmCluster, slurm_key_b64: str, jwt_key_b64: str) -> Manifest:
@@ -13,5 +18,35 @@ def auth_secret(cluster: SlurmCluster, slurm_key_b64: str, jwt_key_b64: str) -> 
         "kind": "Secret",
         "metadata": meta(cluster, names_of(cluster).auth, "slurm-auth"),
         "type": "Opaque",
-        "data": {"slurm.key": slurm_key_b64, "jwt.key": jwt_key_b64},
+        "data": {SLURM_KEY: slurm_key_b64, "jwt.key": jwt_key_b64},
     }
+
+
+def key_set(keys: Sequence[tuple[str, bytes, bool]]) -> str:
+    """auth/slurm's `slurm.jwks` of (kid, key, default) (plan/key_rotation.py): HS256
+    keys of kind `oct`, the key base64url-encoded without padding."""
+    return json.dumps(
+        {
+            "keys": [
+                {
+                    "kty": "oct",
+                    "alg": "HS256",
+                    "kid": kid,
+                    "k": base64.urlsafe_b64encode(key).rstrip(b"=").decode(),
+                    **({"use": "default"} if default else {}),
+                }
+                for kid, key, default in keys
+            ]
+        },
+        sort_keys=True,
+    )
+
+
+def key_set_keys(text: str) -> dict[str, tuple[bytes, bool]]:
+    """kid -> (key, default) of a `slurm.jwks` this module wrote."""
+    found: dict[str, tuple[bytes, bool]] = {}
+    for item in json.loads(text).get("keys") or []:
+        k = str(item["k"])
+        key = base64.urlsafe_b64decode(k + "=" * (-len(k) % 4))
+        found[str(item["kid"])] = (key, item.get("use") == "default")
+    return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import SLURM_GID, Manifest, names_of
-from slurmkube.build.pod import SLURM_KEY, daemon_container, deployment, slurm_etc
+from slurmkube.build.pod import SACK_ENV, SLURM_KEY, daemon_container, deployment, slurm_etc
 
 
 def login_deployment(cluster: SlurmCluster, image: str | None = None) -> Manifest:
@@ -25,7 +25,7 @@ def login_deployment(cluster: SlurmCluster, image: str | None = None) -> Manifes
     del container["readinessProbe"], container["ports"]
     # Clients find sackd's cached config under /run/slurm/conf themselves; SLURM_CONF
     # would point them at /etc/slurm, which holds only the key here.
-    container["env"] = [{"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"}]
+    container["env"] = list(SACK_ENV)
     # sackd caches the fetched config in /run/slurm/conf and serves its socket
     # from /run/slurm, but creates neither parent: without it, it exits at once
     # ("failed to create a clean cache dir").

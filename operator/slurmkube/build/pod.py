@@ -14,7 +14,14 @@ from slurmkube.build.names import Manifest, labels, meta, names_of
 # credentials for any uid, jwt.key mints a JWT for any user. Each pod gets only
 # the keys its daemon reads.
 SLURM_KEY = "slurm.key"
+SLURM_JWKS = "slurm.jwks"
 JWT_KEY = "jwt.key"
+# Where daemons that start without slurm.conf's directory (configless slurmd, sackd,
+# slurmdbd) find the keys: auth/slurm prefers the key set when the file exists.
+SACK_ENV = (
+    {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/{SLURM_KEY}"},
+    {"name": "SLURM_SACK_JWKS", "value": f"{wk.CONFIG_DIR}/{SLURM_JWKS}"},
+)
 
 
 def slurm_etc(
@@ -31,6 +38,13 @@ def slurm_etc(
     sources += [
         {"secret": {"name": secret_of[key], "items": [{"key": key, "path": key}]}} for key in keys
     ]
+    if SLURM_KEY in keys:
+        # The key set a rotation writes beside slurm.key (plan/key_rotation.py); auth/slurm
+        # reads it instead of slurm.key when it exists.
+        item = {"key": SLURM_JWKS, "path": SLURM_JWKS}
+        sources.append(
+            {"secret": {"name": secret_of[SLURM_KEY], "items": [item], "optional": True}}
+        )
     return {
         "name": "slurm-etc",
         "projected": {

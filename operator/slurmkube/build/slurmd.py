@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster
 from slurmkube.build.names import Manifest, meta, names_of, pod_hostname
-from slurmkube.build.pod import SLURM_KEY, daemon_container, slurm_etc
+from slurmkube.build.pod import SACK_ENV, SLURM_KEY, daemon_container, slurm_etc
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +68,7 @@ def slurmd_pod(
         }
     # Configless slurmd fetches slurm.conf itself; it needs only the key, and
     # SLURM_SACK_KEY makes it use auth/slurm before it has any config.
-    container["env"] = [
-        {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
-    ]
+    container["env"] = list(SACK_ENV)
     container["volumeMounts"] = [
         {"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}
     ]

@@ -7,7 +7,7 @@ import base64
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import SLURM_GID, Manifest, labels, meta, names_of
-from slurmkube.build.pod import cluster_service, daemon_container, placement, slurm_etc
+from slurmkube.build.pod import SACK_ENV, cluster_service, daemon_container, placement, slurm_etc
 
 # Where the slurmdbd pod keeps slurmdbd.conf: the Secret's copy is root's (or
 # fsGroup's) and slurmdbd wants SlurmUser as owner with mode 0600, so an init
@@ -44,7 +44,7 @@ def slurmdbd_deployment(
     # the key comes from the shared volume.
     container["env"] = [
         {"name": "SLURM_CONF", "value": f"{SLURMDBD_CONF_DIR}/slurm.conf"},
-        {"name": "SLURM_SACK_KEY", "value": f"{wk.CONFIG_DIR}/slurm.key"},
+        *SACK_ENV,
     ]
     container["volumeMounts"] += [
         {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR},
