@@ -21,6 +21,8 @@ from slurmkube.plan.health_state import (
     health_events,
     health_status,
     next_checks,
+    node_set_health,
+    node_set_health_empty,
     parse_record,
     record_text,
     with_health_taint,
@@ -147,6 +149,23 @@ def test_status_counts_verdicts_and_healthy_gpus() -> None:
     assert status["healthyGpus"] == 4
     assert [n["name"] for n in status["nodes"]] == ["b", "c"]
     assert status["nodes"][0]["causes"] == ["condition GpuXidError True"]
+
+
+def test_each_node_set_shows_its_own_nodes_health() -> None:
+    p = plan(
+        [N("a"), N("b").sick(XID), N("c").drained("slurmkube:health: drain x"), N("d")],
+        {"c": CHECKING},
+    )
+    gpus = {"a": 4, "b": 4, "c": 4, "d": 8}
+    found = node_set_health(p, gpus, {"a": "gpu", "b": "gpu", "c": "big", "d": "big"})
+    assert found["gpu"]["sick"] == 1 and found["gpu"]["healthyGpus"] == 4
+    assert [n["name"] for n in found["gpu"]["nodes"]] == ["b"]
+    assert (found["big"]["checking"], found["big"]["healthyGpus"]) == (1, 8)
+    assert node_set_health(p, gpus, {}) == {}
+    assert node_set_health_empty()["nodes"] == []
+    # The NodeSets' figures add up to the cluster's.
+    cluster = health_status(p, gpus)
+    assert sum(s["healthyGpus"] for s in found.values()) == cluster["healthyGpus"]
 
 
 def test_breaker_waiting_nodes_show_as_waiting_and_open_the_condition() -> None:

@@ -156,6 +156,18 @@ class AutoscalingStatus(LenientModel):
     failed_nodes: list[str] = Field(default_factory=list, alias="failedNodes")
 
 
+class NodeSetHealthStatus(LenientModel):
+    """Node health of one NodeSet's nodes: counts by verdict, healthy GPU capacity and
+    up to 100 nodes that are not healthy (the cluster-wide view is the SlurmCluster's)."""
+
+    sick: int = 0
+    held: int = 0
+    checking: int = 0
+    waiting: int = 0
+    healthy_gpus: int = Field(0, alias="healthyGpus")
+    nodes: list[HealthNodeStatus] = Field(default_factory=list)
+
+
 class NodeSetStatus(LenientModel):
     observed_generation: int | None = Field(None, alias="observedGeneration")
     conditions: list[Condition] = Field(default_factory=list)
@@ -167,3 +179,4 @@ class NodeSetStatus(LenientModel):
     nodes: NodeCounts = Field(default_factory=NodeCounts)
     gpus: GpuCounts = Field(default_factory=GpuCounts)
     autoscaling: AutoscalingStatus | None = None
+    health: NodeSetHealthStatus | None = None

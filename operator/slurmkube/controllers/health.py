@@ -56,6 +56,8 @@ from slurmkube.plan.health_state import (
     health_events,
     health_status,
     next_checks,
+    node_set_health,
+    node_set_health_empty,
     parse_record,
     record_text,
 )
@@ -245,6 +247,7 @@ def reconcile_health(kube: Kube, key: Key, nodes: Mapping[str, NodeEntry]) -> fl
     if text != kept and not (kept is None and empty):
         kube.annotate(wk.API_VERSION, "SlurmCluster", name, namespace, {wk.ANNOTATION_HEALTH: text})
     opened = _write_status(kube, obj, plan, observed.gpus)
+    _write_node_set_status(kube, key, plan, observed.gpus)
     for event in health_events(plan, applied.done, circuit_opened=opened):
         kube.event(obj, event.reason, event.message, warning=event.warning)
     _record_metrics(key, observed, plan)
@@ -273,6 +276,17 @@ def _write_status(kube: Kube, obj: Manifest, plan: HealthPlan, gpus: Mapping[str
     if update:
         kube.patch_status(wk.API_VERSION, "SlurmCluster", meta["name"], meta["namespace"], update)
     return opened
+
+
+def _write_node_set_status(kube: Kube, key: Key, plan: HealthPlan, gpus: Mapping[str, int]) -> None:
+    """Each NodeSet's `status.health`, from its slurmd pods' nodes (the cache)."""
+    node_set_of = {p.node: p.node_set for p in caches.slurmd_pods_now(key) if p.node}
+    found = node_set_health(plan, gpus, node_set_of)
+    for raw in caches.node_sets_now(key):
+        name = raw["metadata"]["name"]
+        wanted = found.get(name) or node_set_health_empty()
+        if (raw.get("status") or {}).get("health") != wanted:
+            kube.patch_status(wk.API_VERSION, "NodeSet", name, key[0], {"health": wanted})
 
 
 def _record_metrics(key: Key, observed: _Observed, plan: HealthPlan) -> None:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -27,6 +27,7 @@ from slurmkube.plan.health_model import (
     HealthPlan,
     HealthSnapshot,
     NodeMemory,
+    NodeVerdict,
 )
 from slurmkube.plan.health_rules import CHECK_FAILED
 
@@ -168,13 +169,13 @@ def with_health_taint(taints: Sequence[Mapping[str, Any]], tainted: bool) -> lis
     return others
 
 
-def health_status(plan: HealthPlan, gpus: Mapping[str, int]) -> dict[str, Any]:
-    """`status.health`: counts by verdict, the GPUs of healthy nodes, the breaker,
-    escalated domains, and the first STATUS_NODES nodes that are not healthy."""
+def _verdict_summary(verdicts: Iterable[NodeVerdict], gpus: Mapping[str, int]) -> dict[str, Any]:
+    """Counts by verdict, the GPUs of healthy nodes, the first STATUS_NODES not healthy."""
     counts = {"sick": 0, "held": 0, "checking": 0, "waiting": 0}
-    unhealthy = []
-    for v in plan.verdicts:
+    unhealthy, healthy_gpus = [], 0
+    for v in verdicts:
         if v.verdict == "healthy":
+            healthy_gpus += gpus.get(v.node, 0)
             continue
         counts["waiting" if v.waiting else v.verdict] += 1
         entry: dict[str, Any] = {"name": v.node, "verdict": v.verdict}
@@ -185,10 +186,15 @@ def health_status(plan: HealthPlan, gpus: Mapping[str, int]) -> dict[str, Any]:
         if v.waiting:
             entry["waiting"] = True
         unhealthy.append(entry)
-    healthy_gpus = sum(gpus.get(v.node, 0) for v in plan.verdicts if v.verdict == "healthy")
+    return {**counts, "healthyGpus": healthy_gpus, "nodes": unhealthy[:STATUS_NODES]}
+
+
+def health_status(plan: HealthPlan, gpus: Mapping[str, int]) -> dict[str, Any]:
+    """`status.health`: counts by verdict, the GPUs of healthy nodes, the breaker,
+    escalated domains, and the first STATUS_NODES nodes that are not healthy."""
+    summary = _verdict_summary(plan.verdicts, gpus)
     return {
-        **counts,
-        "healthyGpus": healthy_gpus,
+        **{k: v for k, v in summary.items() if k != "nodes"},
         "circuit": {
             "open": plan.circuit.open,
             "acted": plan.circuit.acted,
@@ -198,8 +204,24 @@ def health_status(plan: HealthPlan, gpus: Mapping[str, int]) -> dict[str, Any]:
             {"domain": e.domain, "out": e.out, "size": len(e.nodes), "reason": e.reason}
             for e in plan.escalations
         ],
-        "nodes": unhealthy[:STATUS_NODES],
+        "nodes": summary["nodes"],
     }
+
+
+def node_set_health(
+    plan: HealthPlan, gpus: Mapping[str, int], node_set_of: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Each NodeSet's `status.health`: the summary of its own nodes' verdicts."""
+    by_set: dict[str, list[NodeVerdict]] = {}
+    for v in plan.verdicts:
+        if v.node in node_set_of:
+            by_set.setdefault(node_set_of[v.node], []).append(v)
+    return {name: _verdict_summary(found, gpus) for name, found in by_set.items()}
+
+
+def node_set_health_empty() -> dict[str, Any]:
+    """A NodeSet none of whose nodes health has a verdict for."""
+    return _verdict_summary((), {})
 
 
 def circuit_condition(plan: HealthPlan, generation: int | None, now: str) -> dict[str, Any]:
