@@ -40,9 +40,11 @@ from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.conditions import timestamp, transition_time
 from slurmkube.plan.health import plan_health
 from slurmkube.plan.health_model import (
+    ActionKind,
     HealthNode,
     HealthPlan,
     HealthSnapshot,
+    NodeMemory,
     NodeTaint,
     SlurmHealthView,
 )
@@ -251,6 +253,11 @@ def reconcile_health(kube: Kube, key: Key, nodes: Mapping[str, NodeEntry]) -> fl
     for event in health_events(plan, applied.done, circuit_opened=opened):
         kube.event(obj, event.reason, event.message, warning=event.warning)
     _record_metrics(key, observed, plan)
+    for kind, node in applied.done:
+        since = plan.memory.get(node, NodeMemory()).sick_since
+        if kind is ActionKind.DRAIN and since is not None:
+            drained = max(time.time() - since, 0.0)
+            metrics.HEALTH_TIME_TO_DRAIN.labels(*key).observe(drained)
     return _next_look(plan, applied)
 
 

@@ -203,6 +203,13 @@ HEALTH_CHECKS = Counter(
     ["namespace", "cluster", "result"],
     registry=REGISTRY,
 )
+HEALTH_TIME_TO_DRAIN = Histogram(
+    "slurmkube_health_time_to_drain_seconds",
+    "From node health first seeing a node sick to its drain in Slurm applied.",
+    ["namespace", "cluster"],
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800),
+    registry=REGISTRY,
+)
 HEALTH_ACTIONS = Counter(
     "slurmkube_health_actions_total",
     "Node health actions applied (drain, requeue, taint, untaint, reserve, resume,"
