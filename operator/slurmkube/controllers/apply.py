@@ -218,7 +218,7 @@ def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
     kube.annotate_pod(namespace, f"{controller}-0", wk.ANNOTATION_CONFIG_HASH, wanted)
 
 
-def _shown_in_slurm(
+def config_in_force(
     plan: Plan, clock: ConfigClock, rest: RestClient, scontrol: CliClient | None
 ) -> bool:
     """Evidence that slurmctld has the config in force (plan/reconfigure.py): from
@@ -271,7 +271,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery)
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
             )
         ]
-    if _shown_in_slurm(plan, clock, snap.slurm, config.scontrol()):
+    if config_in_force(plan, clock, snap.slurm, config.scontrol()):
         # The same words as above: the next reconcile must not rewrite the status.
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
     left = seconds_left(clock, now, config.window)
