@@ -121,3 +121,11 @@ def test_without_scontrol_a_slurmrestd_without_conf_gives_no_evidence() -> None:
     )
     clock = ConfigClock("h", 0.0, WRITTEN)
     assert config_in_force(plan_for("26.05"), clock, rest, None) is False
+
+
+def test_a_scontrol_that_does_not_run_leaves_the_evidence_to_slurmrestd(tmp_path: Path) -> None:
+    asked: list[str] = []
+    missing = CliClient(bin_dir=tmp_path / "nowhere", env=dict(os.environ))
+    clock = ConfigClock("h", 0.0, WRITTEN)
+    assert config_in_force(plan_for("26.05"), clock, slurmrestd(AFTER, asked), missing) is True
+    assert asked == ["/slurm/v0.0.45/conf"]

@@ -14,6 +14,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.build.auth import auth_secret
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
@@ -224,10 +225,8 @@ def config_in_force(
     """Evidence that slurmctld has the config in force (plan/reconfigure.py): from
     scontrol when it is of slurmctld's release, else the load time over REST."""
     assert plan.rendered is not None
+    cli = scontrol if asks_scontrol(_release(scontrol), plan.slurm_version) else None
     try:
-        cli = (
-            scontrol if scontrol and asks_scontrol(scontrol.release(), plan.slurm_version) else None
-        )
         loaded_at = (cli or rest).config_loaded_at()
         if not loaded_since(clock, loaded_at):
             log.info(
@@ -244,6 +243,17 @@ def config_in_force(
     except SlurmError as err:
         log.info("config check failed error=%s", err)
         return False
+
+
+def _release(scontrol: CliClient | None) -> SlurmVersion | None:
+    """The operator's scontrol's release; None without one that answers `--version`."""
+    if scontrol is None:
+        return None
+    try:
+        return scontrol.release()
+    except SlurmError as err:
+        log.info("scontrol release unknown error=%s", err)
+        return None
 
 
 def topology_in_force(files: Mapping[str, str], scontrol: CliClient) -> bool:
