@@ -1,5 +1,7 @@
 """`make demo`: slurmkube installed with Helm on the local control plane, a
-SlurmCluster on the local runtime's GPU nodes, a gang job in one NVLink block.
+SlurmCluster of Slurm 26.05.5 (examples/local-cluster.yaml) on the local
+runtime's GPU nodes, its topology.yaml in force as the nodes' NVLink labels
+say, a gang job in one NVLink block.
 
 The chart is installed for real (CRDs, ServiceAccount, RBAC, metrics Service).
 Its operator Deployment is scaled to zero, because the local pod runtime runs
@@ -13,7 +15,6 @@ objects (slurmd pods drain first) and stops the cluster.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -21,12 +22,15 @@ from typing import Any
 
 import yaml
 
+from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e import demo_goodput, processes
+from slurmkube_e2e.fleet import CLIQUE_LABEL
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.operator import OPERATOR_ARGV, host_operator_env
-from slurmkube_e2e.operator_cluster import API, in_pod, job_state
+from slurmkube_e2e.operator_cluster import API, LOCAL, in_pod, job_state
+from slurmkube_e2e.topology import parse_blocks
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 RELEASE = "slurmkube"
@@ -122,8 +126,16 @@ def _wait_job_done(job: str, timeout: float = 120) -> tuple[str, str]:
         time.sleep(1)
 
 
-def _blocks(topology: str) -> dict[str, str]:
-    return dict(re.findall(r"BlockName=(\S+) .*?Nodes=(\S+)", topology))
+def _labelled_blocks(kube: Kube) -> dict[str, frozenset[str]]:
+    """{NVLink domain: its nodes} as the local nodes' clique labels say: the blocks
+    topology.yaml's `nvlink` topology must hold (four nodes a domain, blockSize 4)."""
+    domains: dict[str, set[str]] = {}
+    selector = ",".join(f"{key}={value}" for key, value in LOCAL.items())
+    for node in kube.list("v1", "Node", label_selector=selector):
+        labels = node["metadata"].get("labels") or {}
+        if CLIQUE_LABEL in labels:
+            domains.setdefault(labels[CLIQUE_LABEL], set()).add(node["metadata"]["name"])
+    return {domain: frozenset(nodes) for domain, nodes in domains.items()}
 
 
 def up(layout: Layout) -> int:
@@ -185,9 +197,18 @@ def up(layout: Layout) -> int:
             ["-n", NAMESPACE, "get", "slurmclusters,nodesets,pods", "-o", "wide"],
         ),
     )
+    _section(
+        "sinfo --version (in the slurmctld pod)", in_pod(NAMESPACE, CTLD_POD, "sinfo", "--version")
+    )
     _section("sinfo (in the slurmctld pod)", in_pod(NAMESPACE, CTLD_POD, "sinfo", "-N", "-l"))
     topology = in_pod(NAMESPACE, CTLD_POD, "scontrol", "show", "topology")
     _section("scontrol show topology", topology)
+    blocks, labelled = parse_blocks(topology), _labelled_blocks(kube)
+    if blocks != labelled:
+        raise DemoError(
+            f"Slurm shows the blocks {blocks}, the nodes' {CLIQUE_LABEL} labels {labelled}"
+        )
+    print(f"\ndemo: the blocks Slurm shows are the nodes' {CLIQUE_LABEL} domains ({len(blocks)})")
 
     script = "#!/bin/sh\nsrun sh -c 'echo $SLURMD_NODENAME' | sort | tr '\\n' ' '\n"
     job = in_pod(
@@ -203,7 +224,7 @@ def up(layout: Layout) -> int:
     ).strip()
     print(f"\ndemo: sbatch -N4 --segment=4 --gres=gpu:4 (a gang in one NVLink block): job {job}")
     state, nodes = _wait_job_done(job)
-    inside = [name for name, members in _blocks(topology).items() if members == nodes]
+    inside = [name for name, members in blocks.items() if members == frozenset(expand(nodes))]
     _section(f"job {job}: {state}", f"ran on {nodes}; block: {inside[0] if inside else 'NONE'}")
 
     settle = float(demo_goodput.GOODPUT_SECONDS) + 2 * demo_goodput.SCRAPE_SECONDS

@@ -21,10 +21,27 @@ from slurmkube.slurm.topology_text import TopologyRecord, parse_topology, parse_
 from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import wait_nodes_ready
 from slurmkube_e2e.kube import Kube, Manifest
-from slurmkube_e2e.operator_cluster import API, LOCAL, docs, in_ctld, pod_log, ready_cluster
+from slurmkube_e2e.operator_cluster import (
+    API,
+    LOCAL,
+    docs,
+    in_ctld,
+    pod_log,
+    ready_cluster,
+    slurm_image,
+)
 from slurmkube_e2e.waiting import wait_for, wait_gone
 
 HOSTNAME = "kubernetes.io/hostname"
+
+# slurmctld's PID by its argv[0] (`pgrep -x` would need procps, which the Slurm
+# image lacks): Debian's 26.05 re-executes itself as slurmctld-wlm on a
+# reconfigure, so its comm changes and its argv does not.
+_PID_OF_SLURMCTLD = (
+    "for p in /proc/[0-9]*; do "
+    '[ "$(basename "$(head -zn1 "$p/cmdline" 2>/dev/null | tr -d \'\\0\')")" = slurmctld ] '
+    '&& echo "${p#/proc/}"; done; true'
+)
 
 _BLOCK = re.compile(r"^\s*BlockName=(\S+)(?:\s.*)?\sNodes=(\S+)", re.MULTILINE)
 
@@ -48,6 +65,21 @@ def rendered_blocks(data: Mapping[str, str]) -> dict[str, frozenset[str]]:
     return parse_blocks(data.get("topology.conf", ""))
 
 
+# The named topology of topology.yaml that holds what a 24.11 plugin holds.
+_NAMED = {"block": "nvlink", "tree": "network"}
+
+
+def applied_says(message: str, plugin: str, count: str) -> bool:
+    """Does a TopologyApplied message say the topology file is in force with
+    `count` (e.g. "4 blocks") for `plugin` (block, tree), in the form the suite's
+    Slurm reads? topology.conf names the plugin (24.11, the cluster default),
+    topology.yaml (25.05+) its default topology first (plan/topology_status.py)."""
+    image = slurm_image()
+    if image is None or image.rsplit(":", 1)[1].startswith("24.11"):
+        return f"(topology/{plugin}, {count}) in force" in message
+    return f"(default {_NAMED[plugin]}: {count}" in message and message.endswith(") in force")
+
+
 def slurm_blocks(namespace: str) -> dict[str, frozenset[str]]:
     """The blocks slurmctld has in force (`scontrol show topology` in its pod)."""
     return parse_blocks(in_ctld(namespace, "scontrol", "show", "topology"))
@@ -62,7 +94,7 @@ def ctld_identity(kube: Kube, namespace: str) -> tuple[str, str]:
     """(pod UID, slurmctld PID): both survive an in-place reconfigure."""
     pod = kube.get("v1", "Pod", "local-slurmctld-0", namespace=namespace)
     assert pod is not None
-    return pod["metadata"]["uid"], in_ctld(namespace, "pgrep", "-x", "slurmctld").strip()
+    return pod["metadata"]["uid"], in_ctld(namespace, "sh", "-c", _PID_OF_SLURMCTLD).strip()
 
 
 def reloads(namespace: str) -> int:

@@ -31,7 +31,13 @@ from slurmkube_e2e.operator_cluster import (
     job_state,
     wait_job,
 )
-from slurmkube_e2e.topology import block_of, ctld_identity, fleet_cluster, slurm_blocks
+from slurmkube_e2e.topology import (
+    applied_says,
+    block_of,
+    ctld_identity,
+    fleet_cluster,
+    slurm_blocks,
+)
 from slurmkube_e2e.waiting import (
     condition,
     eventually,
@@ -124,7 +130,7 @@ def test_scontrol_shows_one_block_per_nvlink_domain(kube: Kube, topo: Fleet) -> 
     assert blocks["nvl2"] == {topo.sim(2, i) for i in range(16)}
     cluster = kube.get(API, "SlurmCluster", "local", namespace=topo.namespace)
     assert has_condition(cluster, "TopologyValid")
-    assert "(topology/block, 4 blocks) in force" in topology_message(cluster)
+    assert applied_says(topology_message(cluster), "block", "4 blocks")
 
 
 def test_relabelled_nodes_form_a_new_block_live_and_a_segment_job_follows(
@@ -147,7 +153,7 @@ def test_relabelled_nodes_form_a_new_block_live_and_a_segment_job_follows(
         API,
         "SlurmCluster",
         "local",
-        lambda c: "(topology/block, 5 blocks) in force" in topology_message(c),
+        lambda c: applied_says(topology_message(c), "block", "5 blocks"),
         namespace=ns,
         what="TopologyApplied with 5 blocks",
     )

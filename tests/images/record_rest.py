@@ -139,6 +139,8 @@ def record_reads(rest: Recorder, version: str) -> None:
     rest.record("reservations", "GET", f"{base}/reservations/")
     rest.record("reservation-unknown", "GET", f"{base}/reservation/nosuch")
     rest.record("nodes-bad-token", "GET", f"{base}/nodes/", bad_token=True)
+    if abilities(version).reads_config:
+        rest.record("conf", "GET", f"{base}/conf")
     drain = {"state": ["DRAIN"], "reason": "slurmkube: test"}
     rest.record("node-update-unknown", "POST", f"{base}/node/nosuch", body=drain)
     rest.record("node-update-bad-state", "POST", f"{base}/node/n2", body={"state": ["BOGUS"]})

@@ -6,9 +6,11 @@ import datetime as dt
 
 import pytest
 
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.plan.reconfigure import (
     ConfigClock,
     advance,
+    asks_scontrol,
     loaded_since,
     seconds_left,
     topology_shown,
@@ -144,3 +146,21 @@ def test_topology_text_parses_records_and_ignores_comments_and_other_keys() -> N
         "leaf-1": TopologyRecord(frozenset({"gpu-03", "gpu-04"}), frozenset()),
         "spine": TopologyRecord(frozenset(), frozenset({"leaf-0", "leaf-1"})),
     }
+
+
+@pytest.mark.parametrize(
+    ("client", "slurmctld", "asked"),
+    [
+        (SlurmVersion(24, 11), "24.11", True),
+        (SlurmVersion(26, 5), "26.05", True),
+        # 24.11's scontrol has no `show topoconf`; a newer client is unsupported.
+        (SlurmVersion(24, 11), "26.05", False),
+        (SlurmVersion(26, 5), "24.11", False),
+        (None, "24.11", False),
+        (SlurmVersion(24, 11), "", False),
+    ],
+)
+def test_the_operators_scontrol_is_asked_only_on_slurmctlds_release(
+    client: SlurmVersion | None, slurmctld: str, asked: bool
+) -> None:
+    assert asks_scontrol(client, slurmctld) is asked

@@ -11,6 +11,7 @@ import jwt
 import pytest
 
 from slurmkube.api.grammar import InvalidValue
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.slurm import (
     CliClient,
     SlurmAuthError,
@@ -74,6 +75,7 @@ def scontrol(tmp_path: Path) -> Path:
         '  *NodeName=gone*) echo "slurm_update error: Invalid node name specified" >&2; exit 1;;\n'
         f'  "--json show node"*) cat {nodes};;\n'
         f'  "show topoconf") cat {FIXTURES / "cli" / "show-topoconf-26.05.yaml"};;\n'
+        '  "--version") echo "slurm 24.11.5";;\n'
         "esac\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -112,6 +114,12 @@ def test_failures_and_missing_scontrol_are_typed(scontrol: Path, tmp_path: Path)
         drain(cli, "gone", "x")
     with pytest.raises(SlurmError, match="scontrol not found"):
         CliClient(bin_dir=tmp_path / "nowhere").list_nodes()
+
+
+def test_scontrol_release_is_asked_once(scontrol: Path) -> None:
+    cli = CliClient(bin_dir=scontrol, env=dict(os.environ))
+    assert cli.release() == cli.release() == SlurmVersion(24, 11)
+    assert calls(scontrol) == ["TZ=UTC --version"]
 
 
 def test_wrapper_decides_how_scontrol_runs(scontrol: Path) -> None:

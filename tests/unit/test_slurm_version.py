@@ -17,6 +17,7 @@ from slurmkube.api.slurm_version import (
     cluster_slurm_version,
     image_series,
     parse_slurm_version,
+    release_series,
 )
 from slurmkube.render import plan_config
 from slurmkube_local.builders import cluster_docs, nvl_fleet
@@ -27,6 +28,20 @@ V2605 = SlurmVersion(26, 5)
 
 def docs(**spec: Any) -> list[dict[str, Any]]:
     return cluster_docs(extra=spec)
+
+
+@pytest.mark.parametrize(
+    ("release", "series"),
+    [
+        ("24.11.5", V2411),
+        ("26.05.5", V2605),
+        ("26.05.5-1", V2605),
+        ("slurm-wlm", None),
+        ("", None),
+    ],
+)
+def test_a_release_string_names_its_series(release: str, series: SlurmVersion | None) -> None:
+    assert release_series(release) == series
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from slurmkube.slurm import SlurmAuthError, SlurmError, SlurmNotFound, SlurmReje
 from slurmkube.slurm.parse import (
     SUPPORTED_DATA_PARSERS,
     choose_data_parser,
+    config_loaded_from,
     jobs_from,
     nodes_from,
     partition_members,
@@ -97,6 +98,7 @@ def test_rest_abilities_are_what_the_daemons_openapi_offers(release: str) -> Non
         if can.writes_reservations:
             assert "delete" in deletes, version
         assert can.requeues_jobs == ("get" in requeues), version
+        assert can.reads_config == ("get" in paths.get(f"/slurm/{version}/conf", {})), version
 
 
 @pytest.mark.parametrize(
@@ -145,3 +147,26 @@ def test_26_05_accepted_the_reservation_bodies_slurmkube_sends(version: str) -> 
     assert (updated.nodes, updated.users) == (("n1",), ("root", "slurm"))
     assert updated.flags >= {"IGNORE_JOBS", "NO_HOLD_JOBS_AFTER_END"}
     assert updated.duration is not None and updated.duration.total_seconds() == 30 * 60
+
+
+@pytest.mark.parametrize("version", [v for v in versions("26.05") if abilities(v).reads_config])
+def test_26_05_config_read_says_when_slurmctld_last_read_its_files(version: str) -> None:
+    doc = body("26.05", version, "conf")
+    loaded = config_loaded_from(doc)
+    # What scontrol prints as `Configuration data as of`: after slurmctld's boot.
+    assert loaded.timestamp() == doc["slurm_conf_meta"]["LastUpdate"]
+    assert loaded.timestamp() >= doc["slurm_conf_meta"]["BOOT_TIME"]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"slurm_conf_meta": {}},
+        {"slurm_conf_meta": {"LastUpdate": "soon"}},
+        {"slurm_conf_meta": 3},
+    ],
+)
+def test_a_config_read_without_its_load_time_is_an_error(doc: dict[str, object]) -> None:
+    with pytest.raises(SlurmError, match="LastUpdate"):
+        config_loaded_from(doc)

@@ -68,7 +68,13 @@ def image_series(image: str) -> SlurmVersion | None:
     name = reference.rsplit("/", 1)[-1]
     if ":" not in name:
         return None
-    found = _TAG_SERIES.fullmatch(name.rsplit(":", 1)[1])
+    return release_series(name.rsplit(":", 1)[1])
+
+
+def release_series(release: str) -> SlurmVersion | None:
+    """The series of a release as a tag or `scontrol --version` names it:
+    `26.05.5` -> 26.05, `24.11.5-1` -> 24.11; None when it names none."""
+    found = _TAG_SERIES.fullmatch(release)
     return SlurmVersion(int(found[1]), int(found[2])) if found else None
 
 

@@ -14,6 +14,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.build.auth import auth_secret
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
@@ -28,6 +29,7 @@ from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.reconfigure import (
     ConfigClock,
     advance,
+    asks_scontrol,
     loaded_since,
     seconds_left,
     topologies_shown,
@@ -39,6 +41,7 @@ from slurmkube.slurm.cli import CliClient
 from slurmkube.slurm.drain import drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient
+from slurmkube.slurm.rest import RestClient
 from slurmkube.slurm.topology_text import parse_topology, parse_topology_yaml
 
 log = logging.getLogger(__name__)
@@ -216,13 +219,15 @@ def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
     kube.annotate_pod(namespace, f"{controller}-0", wk.ANNOTATION_CONFIG_HASH, wanted)
 
 
-def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) -> bool:
-    """Evidence that slurmctld has the config in force (plan/reconfigure.py)."""
+def config_in_force(
+    plan: Plan, clock: ConfigClock, rest: RestClient, scontrol: CliClient | None
+) -> bool:
+    """Evidence that slurmctld has the config in force (plan/reconfigure.py): from
+    scontrol when it is of slurmctld's release, else the load time over REST."""
     assert plan.rendered is not None
-    if scontrol is None:
-        return False
+    cli = scontrol if asks_scontrol(_release(scontrol), plan.slurm_version) else None
     try:
-        loaded_at = scontrol.config_loaded_at()
+        loaded_at = (cli or rest).config_loaded_at()
         if not loaded_since(clock, loaded_at):
             log.info(
                 "config not in force yet hash=%s loaded_at=%s written_at=%s",
@@ -231,13 +236,24 @@ def _shown_in_slurm(plan: Plan, clock: ConfigClock, scontrol: CliClient | None) 
                 clock.written_at.isoformat(),
             )
             return False
-        if not topology_in_force(plan.rendered.files, scontrol):
+        if cli is not None and not topology_in_force(plan.rendered.files, cli):
             log.info("config not in force yet hash=%s topology differs", clock.hash[:12])
             return False
         return True
     except SlurmError as err:
         log.info("config check failed error=%s", err)
         return False
+
+
+def _release(scontrol: CliClient | None) -> SlurmVersion | None:
+    """The operator's scontrol's release; None without one that answers `--version`."""
+    if scontrol is None:
+        return None
+    try:
+        return scontrol.release()
+    except SlurmError as err:
+        log.info("scontrol release unknown error=%s", err)
+        return None
 
 
 def topology_in_force(files: Mapping[str, str], scontrol: CliClient) -> bool:
@@ -265,7 +281,7 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery)
                 "ConfigApplied", False, "Pending", f"config {wanted[:12]} waits for slurmctld"
             )
         ]
-    if _shown_in_slurm(plan, clock, config.scontrol()):
+    if config_in_force(plan, clock, snap.slurm, config.scontrol()):
         # The same words as above: the next reconcile must not rewrite the status.
         return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
     left = seconds_left(clock, now, config.window)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from slurmkube.api.slurm_version import SlurmVersion
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigClock:
@@ -115,3 +117,9 @@ def loaded_since(clock: ConfigClock, loaded_at: datetime) -> bool:
     change is confirmed by the next load, or the backstop reconfigure.
     """
     return loaded_at >= clock.written_at.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def asks_scontrol(client: SlurmVersion | None, slurmctld: str) -> bool:
+    """Is the operator's scontrol (`client`, its release) of the release slurmctld
+    runs (`slurmctld`, the one the config is rendered for: `Plan.slurm_version`)?"""
+    return client is not None and str(client) == slurmctld

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from slurmkube.api import grammar
+from slurmkube.api.slurm_version import SlurmVersion, release_series
 from slurmkube.slurm import arguments
 from slurmkube.slurm.errors import (
     SlurmAuthError,
@@ -136,6 +137,7 @@ class CliClient:
         self._scontrol = str(Path(bin_dir) / "scontrol") if bin_dir else "scontrol"
         self._env = {**(env if env is not None else os.environ), "TZ": "UTC"}
         self._timeout = timeout
+        self._release: SlurmVersion | None = None
 
     # --- process plumbing ---
     def _run(self, argv: Sequence[str], operation: str) -> str:
@@ -181,6 +183,14 @@ class CliClient:
             return parse_topology_yaml(out)
         except ValueError as err:
             raise SlurmError(f"unreadable topologies: {err}", operation="show topoconf") from err
+
+    def release(self) -> SlurmVersion | None:
+        """The release series of this scontrol (`scontrol --version`: `slurm 24.11.5`),
+        asked once; None when it names none."""
+        if self._release is None:
+            words = self._run(["--version"], "version").split()
+            self._release = release_series(words[-1]) if words else None
+        return self._release
 
     def config_loaded_at(self) -> datetime:
         """When slurmctld last read its files: `Configuration data as of` (a reconfigure

@@ -258,6 +258,17 @@ def update_time_of(doc: Mapping[str, Any]) -> int:
     return int(value) if isinstance(value, int | float) else 0
 
 
+def config_loaded_from(doc: Mapping[str, Any]) -> datetime:
+    """When slurmctld last read its files, from `GET /conf` (v0.0.45+):
+    `slurm_conf_meta.LastUpdate`, what scontrol prints as `Configuration data as of`."""
+    meta = doc.get("slurm_conf_meta")
+    epoch = meta.get("LastUpdate") if isinstance(meta, Mapping) else None
+    loaded = _time(epoch) if isinstance(epoch, int) else None
+    if loaded is None:
+        raise SlurmError("slurmctld's config has no slurm_conf_meta.LastUpdate")
+    return loaded
+
+
 def nodes_from(doc: Mapping[str, Any]) -> tuple[Node, ...]:
     """Items already converted by `node_from` while decoding pass through."""
     return tuple(

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -56,6 +57,7 @@ from slurmkube.slurm.models import (
 )
 from slurmkube.slurm.parse import (
     choose_data_parser,
+    config_loaded_from,
     jobs_from,
     node_from,
     nodes_from,
@@ -215,6 +217,12 @@ class RestClient:
 
     def reconfigure(self) -> None:
         self._slurm("GET", "/reconfigure/", "reconfigure")
+
+    def config_loaded_at(self) -> datetime:
+        """When slurmctld last read its files (`GET /conf`, v0.0.45+)."""
+        if not self.abilities.reads_config:
+            raise SlurmError(f"slurmrestd {self.data_parser} serves no /conf")
+        return config_loaded_from(self._slurm("GET", "/conf", "read config"))
 
     # --- nodes ---
     def list_nodes(self) -> tuple[Node, ...]:

@@ -4,7 +4,8 @@ RestClient sends. Pure, no I/O.
 Checked against the `/openapi/v3` of 24.11.5 and 26.05.5 (recorded in
 tests/fixtures/slurm/): reservations can be created, updated (POST
 /slurm/{v}/reservation) and deleted (DELETE /slurm/{v}/reservation/{name}) from
-v0.0.43 on, a job requeued (GET /slurm/{v}/job/{id}/requeue) from v0.0.45 on.
+v0.0.43 on, a job requeued (GET /slurm/{v}/job/{id}/requeue) from v0.0.45 on,
+and slurmctld's config read (GET /slurm/{v}/conf) from v0.0.45 on.
 Every value passes the same checks as the scontrol argv (`arguments`), so both
 backends accept and refuse the same inputs; JSON strings cannot carry a second
 field the way an argv element could, but the grammar is the same anyway.
@@ -41,15 +42,17 @@ __all__ = [
 # The first data_parser version with each REST write (slurmrestd's /openapi/v3).
 RESERVATION_WRITES_SINCE: Final = "v0.0.43"
 JOB_REQUEUE_SINCE: Final = "v0.0.45"
+CONFIG_READS_SINCE: Final = "v0.0.45"
 
 
 @dataclass(frozen=True, slots=True)
 class RestAbilities:
-    """Which of the writes that scontrol can do this data_parser version does over REST."""
+    """Which of the calls that scontrol can do this data_parser version does over REST."""
 
     version: str
     writes_reservations: bool
     requeues_jobs: bool
+    reads_config: bool = False
 
 
 def abilities(version: str) -> RestAbilities:
@@ -58,6 +61,7 @@ def abilities(version: str) -> RestAbilities:
         version=version,
         writes_reservations=key >= version_key(RESERVATION_WRITES_SINCE),
         requeues_jobs=key >= version_key(JOB_REQUEUE_SINCE),
+        reads_config=key >= version_key(CONFIG_READS_SINCE),
     )
 
 
