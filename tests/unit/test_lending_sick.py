@@ -203,3 +203,57 @@ def test_slurmd_tolerates_healths_taint_so_a_returned_sick_node_can_be_checked()
     assert {"key": wk.TAINT_UNHEALTHY, "operator": "Exists", "effect": "NoSchedule"} in pod["spec"][
         "tolerations"
     ]
+
+
+# --- escalated NVLink domains (rack escalation) -----------------------------------------
+
+
+def escalated(nodes: tuple[NodeView, ...], block: str) -> tuple[NodeView, ...]:
+    """Node health escalated `block`: half of it is sick (its first two nodes)."""
+    sick_ones = [n.name for n in nodes if n.block == block][:2]
+    out = sick(nodes, DRAIN, *sick_ones)
+    return tuple(replace(n, escalated=n.block == block) for n in out)
+
+
+@pytest.mark.parametrize(
+    ("pods", "gang_nodes", "placed_on"),
+    [
+        # A 2-node gang is kept off the escalated block b0, though its two healthy
+        # nodes would hold it: it takes b1.
+        (2, 2, ("b1-n0", "b1-n1")),
+        # A 1-node workload may use a healthy node of the escalated block (best fit).
+        (1, 2, ("b0-n2",)),
+        # With gangNodes 3 the 2-node gang is small enough to stay there.
+        (2, 3, ("b0-n2", "b0-n3")),
+    ],
+)
+def test_an_escalated_domain_takes_small_workloads_only(
+    pods: int, gang_nodes: int, placed_on: tuple[str, ...]
+) -> None:
+    nodes = escalated(fleet("IIII", "IIII"), "b0")
+    w = replace(world(nodes, WorkloadBuilder().pods(pods).obj()), escalation_gang_nodes=gang_nodes)
+    (lend,) = plan_lending(w).lends
+    assert lend.create is not None and lend.create.nodes == placed_on
+
+
+def test_a_gang_never_lands_on_an_escalated_domain_even_when_only_it_is_idle() -> None:
+    """b1 is busy (the default policy reserves busy nodes and waits for them): the
+    gang waits for b1 rather than take the escalated b0's two idle nodes."""
+    nodes = escalated(fleet("IIII", "BB"), "b0")
+    (lend,) = plan_lending(world(nodes, WorkloadBuilder().pods(2).obj())).lends
+    assert lend.create is not None and lend.create.nodes == ("b1-n0", "b1-n1")
+
+
+def test_large_and_small_views_share_one_rounds_reservations() -> None:
+    """A gang placed in a round is seen by the small view made after it: no node is
+    reserved twice, and the small workloads take the escalated block's healthy nodes
+    and what the gang left."""
+    nodes = escalated(fleet("IIII", "III"), "b0")
+    gang = WorkloadBuilder(name="gang", uid="uid-g").pods(2).obj()
+    smalls = [WorkloadBuilder(name=f"s{i}", uid=f"uid-s{i}").pods(1).obj() for i in range(3)]
+    plan = plan_lending(world(nodes, gang, *smalls))
+    by_uid = {lend.uid: lend.create.nodes for lend in plan.lends if lend.create}
+    taken = [n for found in by_uid.values() for n in found]
+    assert len(taken) == len(set(taken)) == 5
+    assert set(by_uid["uid-g"]) <= {"b1-n0", "b1-n1", "b1-n2"}
+    assert not {"b0-n0", "b0-n1"} & set(taken)  # the sick ones

@@ -96,6 +96,9 @@ class RackEscalationSpec(StrictModel):
 
     domain_sick_share: float = Field(0.5, gt=0, le=1, alias="domainSickShare")
     """An NVLink domain with at least this share (0-1] of its nodes sick is escalated."""
+    gang_nodes: int = Field(2, ge=1, le=100000, alias="gangNodes")
+    """Workloads the Kueue bridge places on at least this many nodes are kept off an
+    escalated domain; smaller ones may still use its healthy nodes."""
 
 
 class RecoverySpec(StrictModel):

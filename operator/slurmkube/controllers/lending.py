@@ -210,7 +210,11 @@ def _reconcile_cluster(
     policies = tuple(c.policy for c in checks if c.policy is not None)
     # Jobs are read only when a policy may requeue them: a deep queue makes /jobs/ costly.
     with_jobs = any(p.requeue is not None for p in policies)
-    nodes, reservations, reachable, error = observe_nodes(kube, cluster, rest, with_jobs, cache)
+    health = (obj.get("status") or {}).get("health") or {}
+    escalated = frozenset(str(d.get("domain")) for d in health.get("domains") or [])
+    nodes, reservations, reachable, error = observe_nodes(
+        kube, cluster, rest, with_jobs, cache, escalated=escalated
+    )
     world = LendingWorld(
         checks=policies,
         workloads=tuple(workloads),
@@ -219,6 +223,7 @@ def _reconcile_cluster(
         slurm_reachable=reachable and writer is not None,
         now=time.time(),
         live_elsewhere=elsewhere,
+        escalation_gang_nodes=cluster.spec.health.rack_escalation.gang_nodes,
     )
     plan = plan_lending(world)
     started = {r.name: r.start for r in reservations}

@@ -125,7 +125,11 @@ def observe_nodes(
     rest: RestClient | None,
     with_jobs: bool,
     cache: Cache,
+    *,
+    escalated: frozenset[str] = frozenset(),
 ) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
+    """The cluster's nodes as the bridge plans with them; `escalated`: the NVLink
+    domains node health withholds from gangs (its `status.health.domains`)."""
     namespace = wk.namespace_or_default(cluster.metadata.namespace)
     node_sets = [
         from_object(NodeSet, raw)
@@ -197,6 +201,7 @@ def observe_nodes(
                     reason=s.reason if s else "",
                     tainted=any(t[0] == wk.TAINT_UNHEALTHY for t in entry.taints),
                 ),
+                escalated=bool(labels.get(domain)) and labels.get(domain) in escalated,
             )
         )
     return tuple(views), reservations, rest is not None and not error, error

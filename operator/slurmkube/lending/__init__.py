@@ -7,6 +7,7 @@ state in the Workload's status) and nothing else; every decision is here,
 table-tested without a cluster.
 """
 
+from slurmkube.lending.fleet_view import placement_state
 from slurmkube.lending.model import (
     CheckState,
     CheckUpdate,
@@ -30,7 +31,7 @@ from slurmkube.lending.model import (
     sickness_of,
     uid_of_reservation,
 )
-from slurmkube.lending.plan import gang_of, placement_state, plan_lending
+from slurmkube.lending.plan import gang_of, plan_lending
 from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
 from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.lending.workload import our_check, workload_view

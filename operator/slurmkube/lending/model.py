@@ -154,6 +154,9 @@ class NodeView:
     busy_until: float = 0.0
     jobs: tuple[RunningJob, ...] = ()  # its running Slurm jobs, by job id
     sickness: Sickness | None = None  # node health took it out (`sickness_of`)
+    # Its NVLink domain is escalated by node health (status.health.domains): gangs of
+    # `LendingWorld.escalation_gang_nodes` nodes or more are kept off it.
+    escalated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +179,7 @@ class LendingWorld:
     # Workloads of checks on other clusters that hold nodes; their leases are never ours
     # to collect.
     live_elsewhere: frozenset[str] = frozenset()
+    escalation_gang_nodes: int = 2
 
 
 @dataclass(frozen=True, slots=True)

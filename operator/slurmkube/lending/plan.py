@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurmkube.api import well_known as wk
+from slurmkube.lending.fleet_view import fleet_snapshot, pool
 from slurmkube.lending.model import (
     CheckState,
     CheckUpdate,
@@ -46,15 +47,13 @@ from slurmkube.lending.model import (
     reservation_name,
 )
 from slurmkube.lending.release import leased_nodes, leases_by_workload, release_of, unheld_releases
-from slurmkube.lending.requeue import judge_busy_nodes, protecting_priority
+from slurmkube.lending.requeue import judge_busy_nodes
 from slurmkube.lending.sick import describe, is_fatal, sick_among, tell_ready, tell_retry
 from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.placement import (
     BlockPolicy,
     Decision,
     GangRequest,
-    Node,
-    NodeState,
     Snapshot,
     Verdict,
     place,
@@ -117,7 +116,9 @@ class _Round:
     policies: Mapping[str, LendingPolicy]
     # Made on first use: a round in which no workload needs placing (most rounds,
     # once a queue is answered) builds no snapshot of the fleet.
-    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    # Per check, two views: every node, and escalated domains' nodes unavailable.
+    snapshots: dict[tuple[str, bool], Snapshot] = field(default_factory=dict)
+    placed: dict[str, list[Decision]] = field(default_factory=dict)
     pools: dict[str, frozenset[int]] = field(default_factory=dict)
     lent_by_check: dict[str, int] = field(default_factory=dict)
     # Refusals on each check's current snapshot, by gang shape (the request with
@@ -128,20 +129,31 @@ class _Round:
         """The GPU counts of the nodes `check` lends from."""
         if check not in self.pools:
             policy = self.policies[check]
-            self.pools[check] = frozenset(n.gpus for n in _pool(self.world.nodes, policy))
+            self.pools[check] = frozenset(n.gpus for n in pool(self.world.nodes, policy))
         return self.pools[check]
 
     def decide(self, check: str, gang: GangRequest) -> Decision:
-        snapshot = self.snapshots.get(check)
+        # A gang large enough to need the NVLink fabric sees an escalated domain's
+        # nodes as unavailable (node health: half a rack sick); smaller ones do not.
+        large = gang.nodes >= self.world.escalation_gang_nodes
+        view = (check, large)
+        snapshot = self.snapshots.get(view)
         if snapshot is None:
-            snapshot = self.snapshots[check] = _snapshot(self.world.nodes, self.policies[check])
+            snapshot = fleet_snapshot(self.world.nodes, self.policies[check], large)
+            for earlier_placed in self.placed.get(check, ()):
+                snapshot = snapshot.reserve(earlier_placed)
+            self.snapshots[view] = snapshot
         shape = (check, replace(gang, name=""))
         earlier = self.refused.get(shape)
         if earlier is not None:
             return refused_alike(earlier, gang)
         decision = place(snapshot, gang)
         if decision.placed:
-            self.snapshots[check] = snapshot.reserve(decision)
+            # Both views of the check lose what was taken this round.
+            self.placed.setdefault(check, []).append(decision)
+            for either in ((check, False), (check, True)):
+                if either in self.snapshots:
+                    self.snapshots[either] = self.snapshots[either].reserve(decision)
             self.refused = {k: d for k, d in self.refused.items() if k[0] != check}
         else:
             self.refused[shape] = decision
@@ -332,39 +344,6 @@ def gang_of(
         allow_busy=True,
         prefer_busy_below=policy.requeue.below_priority if policy and policy.requeue else None,
     )
-
-
-def _pool(nodes: Iterable[NodeView], policy: LendingPolicy) -> Iterable[NodeView]:
-    return (n for n in nodes if policy.lends_from(n.node_set))
-
-
-def _snapshot(nodes: Iterable[NodeView], policy: LendingPolicy) -> Snapshot:
-    return Snapshot.of(
-        Node(
-            name=n.name,
-            block=n.block,
-            gpus=n.gpus,
-            state=placement_state(n),
-            busy_priority=protecting_priority(n),
-            busy_until=n.busy_until,
-        )
-        for n in _pool(nodes, policy)
-    )
-
-
-def placement_state(node: NodeView) -> NodeState:
-    """Who owns the node now, in the placer's terms."""
-    if node.lease or node.slurm_reservation.startswith(wk.RESERVATION_PREFIX):
-        return NodeState.LENT
-    if node.cordoned or node.slurm_reservation or node.sickness is not None:
-        return NodeState.UNAVAILABLE
-    if node.slurm is SlurmState.ABSENT and not node.has_slurmd_pod:
-        return NodeState.FREE
-    if node.slurm is SlurmState.IDLE:
-        return NodeState.IDLE
-    if node.slurm is SlurmState.BUSY:
-        return NodeState.BUSY
-    return NodeState.UNAVAILABLE
 
 
 def _new_reservation(uid: str, nodes: tuple[str, ...], policy: LendingPolicy) -> NewReservation:
