@@ -143,3 +143,23 @@ def test_cleared_condition_runs_the_check_in_its_reservation_then_resumes(
     assert "DRAIN" in flags(admin)
     assert admin["Reason"].startswith("admin RMA")
     in_ctld(cluster, "scontrol", "update", "NodeName=local-0", "State=RESUME")
+
+
+def test_a_node_failing_twice_stays_out_until_an_admin_resumes_it(kube: Kube, cluster: str) -> None:
+    """failuresBeforeHold (2) within the window: sick, checked and back; sick again ->
+    held with its own reason, which health never resumes."""
+    set_condition(kube, "local-0", DRAIN, "True")
+    wait_slurm_node(cluster, "local-0", lambda n: "DRAIN" in flags(n))
+    set_condition(kube, "local-0", DRAIN, "False")
+    wait_slurm_node(cluster, "local-0", lambda n: not {"DRAIN", "RESERVED"} & flags(n))
+    set_condition(kube, "local-0", DRAIN, "True")
+    held = wait_slurm_node(
+        cluster, "local-0", lambda n: n.get("Reason", "").startswith("slurmkube:health: held")
+    )
+    assert "DRAIN" in flags(held)
+    set_condition(kube, "local-0", DRAIN, "False")
+    time.sleep(20)  # a check would have run and passed well within this
+    still = slurm_node(cluster, "local-0")
+    assert "DRAIN" in flags(still)
+    assert still["Reason"].startswith("slurmkube:health: held")
+    in_ctld(cluster, "scontrol", "update", "NodeName=local-0", "State=RESUME")
