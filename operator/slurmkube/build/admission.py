@@ -65,9 +65,7 @@ def busy_pod_guard(
                         "resources": ["pods"],
                     }
                 ],
-                "objectSelector": {
-                    "matchLabels": {wk.LABEL_NAME: "slurmd", wk.LABEL_BUSY: "true"}
-                },
+                "objectSelector": {"matchLabels": {wk.LABEL_NAME: "slurmd", wk.LABEL_BUSY: "true"}},
             },
             "variables": [
                 {
