@@ -178,6 +178,10 @@ class LocalCluster:
                 f"--cluster-signing-key-file={pki / 'ca.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--profiling=false",
+                # PersistentVolumes for the runtime's pods: directories under
+                # /tmp/hostpath_pv on this host (the in-tree provisioner's own base),
+                # made on claim and removed with it (reclaim policy Delete).
+                "--enable-hostpath-provisioner",
             ],
         )
         scheduler = self._proc(
@@ -407,6 +411,19 @@ class LocalCluster:
                     "apiVersion": "v1",
                     "kind": "Namespace",
                     "metadata": {"name": kueue.KUEUE_NAMESPACE},
+                },
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "StorageClass",
+                    "metadata": {
+                        "name": "local-hostpath",
+                        "annotations": {
+                            "storageclass.kubernetes.io/is-default-class": "true"
+                        },
+                    },
+                    "provisioner": "kubernetes.io/host-path",
+                    "reclaimPolicy": "Delete",
+                    "volumeBindingMode": "Immediate",
                 },
             ],
         )

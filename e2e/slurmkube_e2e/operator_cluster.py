@@ -46,7 +46,10 @@ def docs(
     login: int = 0,
     node_set_tolerations: tuple[dict[str, str], ...] = (),
     accounting: dict[str, Any] | None = None,
+    persistence: bool = False,
 ) -> list[dict[str, Any]]:
+    """`persistence`: slurmctld's state on a PersistentVolumeClaim (the test bed's
+    hostPath provisioner); off for most tests, which make and drop many clusters."""
     image = slurm_image()
     return [
         {
@@ -56,7 +59,7 @@ def docs(
             "spec": {
                 **({"image": image} if image else {}),
                 "controller": {
-                    "persistence": {"enabled": False},  # the local runtime has no PVs
+                    "persistence": {"enabled": persistence},
                     "nodeSelector": LOCAL,
                     "tolerations": TOLERATE,
                 },

@@ -309,6 +309,9 @@ class PodWorker:
         for volume in self.pod["spec"].get("volumes") or []:
             files = podspec.volume_files(pod, volume, self.lookup)
             folder = root / volume["name"]
+            if "persistentVolumeClaim" in volume:
+                self._claim_link(folder, volume["persistentVolumeClaim"]["claimName"])
+                continue
             if files is None:
                 if not folder.exists():
                     folder.mkdir(mode=0o777)
@@ -332,6 +335,23 @@ class PodWorker:
                     )
                 binds[bind.target] = bind
         return list(binds.values())
+
+    def _claim_link(self, folder: Path, claim: str) -> None:
+        """The volume's folder: a link to the claim's PersistentVolume directory, which
+        outlives the pod (its data is there for the next pod of the claim)."""
+        namespace = self.pod["metadata"]["namespace"]
+        host = self.agent.api.claim_path(namespace, claim)
+        if host is None:
+            raise MissingObject(f"PersistentVolumeClaim {namespace}/{claim} is not bound yet")
+        Path(host).mkdir(parents=True, exist_ok=True)
+        # fsGroup, as a CSI driver with fsGroupPolicy File applies it: the group owns
+        # the directory and what is made in it (setgid), so a non-root daemon writes.
+        fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+        if fs_group is not None:
+            os.chown(host, -1, int(fs_group))
+            os.chmod(host, 0o2770)
+        if not folder.is_symlink():
+            folder.symlink_to(host, target_is_directory=True)
 
     # --- containers ---
     def start_container(self, c: Container) -> None:

@@ -91,6 +91,30 @@ class Api:
                 return None
             raise
 
+    def claim_path(self, namespace: str, claim: str) -> str | None:
+        """The host directory of a bound PersistentVolumeClaim's hostPath volume (None
+        while it is not bound yet)."""
+        try:
+            pvc = _json(
+                self.core.read_namespaced_persistent_volume_claim(
+                    claim, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                )
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        volume = (pvc.get("spec") or {}).get("volumeName")
+        if not volume or (pvc.get("status") or {}).get("phase") != "Bound":
+            return None
+        pv = _json(
+            self.core.read_persistent_volume(
+                volume, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+        )
+        path = ((pv.get("spec") or {}).get("hostPath") or {}).get("path")
+        return str(path) if path else None
+
     # --- pods ---
     def patch_pod_status(self, namespace: str, name: str, status: Manifest) -> None:
         try:

@@ -261,13 +261,14 @@ def _downward_files(pod: Manifest, items: Iterable[Manifest], mode: int) -> list
 
 
 def volume_files(pod: Manifest, volume: Manifest, lookup: Lookup) -> list[VolumeFile] | None:
-    """The files of a ConfigMap/Secret/downwardAPI/projected volume; None for emptyDir.
+    """The files of a ConfigMap/Secret/downwardAPI/projected volume; None for a
+    directory (emptyDir, persistentVolumeClaim).
 
     Raises SpecError for a volume type this runtime does not materialise.
     """
     ns = pod["metadata"]["namespace"]
-    if "emptyDir" in volume:
-        return None
+    if "emptyDir" in volume or "persistentVolumeClaim" in volume:
+        return None  # a directory: the pod's own (emptyDir) or the claim's (agent)
     if "configMap" in volume:
         src = volume["configMap"]
         return _object_files(
@@ -285,7 +286,7 @@ def volume_files(pod: Manifest, volume: Manifest, lookup: Lookup) -> list[Volume
     kinds = sorted(k for k in volume if k != "name")
     raise SpecError(
         f"volume {volume['name']}: {kinds} is not supported by the local runtime "
-        "(configMap, secret, emptyDir, downwardAPI and projected are)"
+        "(configMap, secret, emptyDir, persistentVolumeClaim, downwardAPI and projected are)"
     )
 
 
