@@ -417,9 +417,7 @@ class LocalCluster:
                     "kind": "StorageClass",
                     "metadata": {
                         "name": "local-hostpath",
-                        "annotations": {
-                            "storageclass.kubernetes.io/is-default-class": "true"
-                        },
+                        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
                     },
                     "provisioner": "kubernetes.io/host-path",
                     "reclaimPolicy": "Delete",
