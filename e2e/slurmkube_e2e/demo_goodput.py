@@ -54,14 +54,15 @@ def start_prometheus(layout: Layout, demo_dir: Path) -> str:
     processes.start(prometheus_process(layout, demo_dir))
     url = f"http://{LOOPBACK}:{layout.ports.demo_prometheus}"
     deadline = time.monotonic() + 60
-    while _get(f"{url}/-/ready") is None:
+    while http_get(f"{url}/-/ready") is None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"prometheus not ready at {url}; see {layout.logs}")
         time.sleep(0.5)
     return url
 
 
-def _get(url: str) -> bytes | None:
+def http_get(url: str) -> bytes | None:
+    """The body of a GET on loopback; None when nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=10) as resp:
             return bytes(resp.read())
@@ -70,7 +71,7 @@ def _get(url: str) -> bytes | None:
 
 
 def _query(url: str, path: str, **params: str) -> list[dict[str, Any]]:
-    body = _get(f"{url}/api/v1/{path}?{urllib.parse.urlencode(params)}")
+    body = http_get(f"{url}/api/v1/{path}?{urllib.parse.urlencode(params)}")
     if body is None:
         return []
     return list(json.loads(body)["data"]["result"])

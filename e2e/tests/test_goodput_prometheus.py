@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slurmkube_e2e.demo_goodput import http_get
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env
 from slurmkube_e2e.operator_cluster import docs, in_ctld, ready_cluster, wait_job
@@ -107,7 +108,7 @@ def prometheus(exporter: int, tmp_path: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until("prometheus ready", lambda: _get(f"{url}/-/ready") is not None, timeout=60)
+        wait_until("prometheus ready", lambda: http_get(f"{url}/-/ready") is not None, timeout=60)
         yield url
     finally:
         proc.terminate()
@@ -115,17 +116,9 @@ def prometheus(exporter: int, tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
-def _get(url: str) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return bytes(resp.read())
-    except OSError:
-        return None
-
-
 def query(url: str, promql: str) -> dict[tuple[tuple[str, str], ...], float]:
     """An instant query: each series' labels (without __name__) -> its value."""
-    body = _get(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
+    body = http_get(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
     if body is None:
         return {}
     data = json.loads(body)["data"]["result"]
@@ -209,7 +202,7 @@ def _exporter_reading(port: int, namespace: str) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     def read() -> dict[str, float]:
-        body = _get(f"http://127.0.0.1:{port}/metrics") or b""
+        body = http_get(f"http://127.0.0.1:{port}/metrics") or b""
         out: dict[str, float] = {}
         for family in text_string_to_metric_families(body.decode()):
             for s in family.samples:
