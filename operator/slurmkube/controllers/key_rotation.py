@@ -8,8 +8,8 @@ the Secret's `slurm.jwks` (and, at the end, `slurm.key`) written, every
 daemon made to reload its keys (`scontrol reconfigure` re-executes slurmctld,
 slurmd and sackd; slurmdbd's pod is deleted, it reads keys only at start),
 the record and an Event. Key bytes are made here, never logged. Only the
-leader acts; a cluster that names its own key Secret (`spec.auth`) rotates
-that Secret itself.
+leader acts; a cluster that names its own key Secret (`spec.auth.slurmKeySecret`)
+is left alone: whoever owns that Secret rotates it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import logging
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -61,21 +62,39 @@ PASSES: WorkQueue[Key] = WorkQueue(_pass, name="key-rotation")
 TASK: list[asyncio.Task[None]] = []
 
 
-def _record(annotations: dict[str, str]) -> Rotation | None:
+def _record(annotations: Mapping[str, str]) -> Rotation | None:
+    """The rotation's record; None when there is none or it is not one we wrote (a
+    hand edit): a rotation then starts afresh, adding a new key beside the default."""
     raw = annotations.get(wk.ANNOTATION_KEY_ROTATION)
-    return Rotation.from_dict(json.loads(raw)) if raw else None
+    if not raw:
+        return None
+    try:
+        return Rotation.from_dict(json.loads(raw))
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("key rotation record unreadable, ignored: %s", err)
+        return None
 
 
 @kopf.on.event(wk.GROUP, "v1alpha1", "slurmclusters", id="key-rotation")
 def cluster_event(
-    type: str | None, namespace: str | None, name: str, annotations: kopf.Annotations, **_: Any
+    type: str | None,
+    namespace: str | None,
+    name: str,
+    annotations: kopf.Annotations,
+    spec: kopf.Spec,
+    **_: Any,
 ) -> None:
     key = (wk.namespace_or_default(namespace), name)
+    if (spec.get("auth") or {}).get("slurmKeySecret"):
+        PASSES.forget(key)  # its own key Secret: rotated by whoever owns it
+        return
     requested = annotations.get(wk.ANNOTATION_ROTATE_KEYS, "")
-    raw = annotations.get(wk.ANNOTATION_KEY_ROTATION)
-    done = raw is not None and json.loads(raw).get("phase") == Phase.DONE.value
-    finished = done and json.loads(raw or "{}").get("request") == requested
-    if type == "DELETED" or not requested or finished:
+    record = _record(annotations)
+    # A rotation under way goes on even if its request is taken back: its key set is
+    # consistent in every phase, but only its end retires the old key.
+    running = record is not None and record.phase is not Phase.DONE
+    wanted = bool(requested) and (record is None or record.request != requested)
+    if type == "DELETED" or not (running or wanted):
         PASSES.forget(key)
     else:
         PASSES.add(key)
@@ -109,8 +128,7 @@ def rotate_keys(kube: Kube, key: Key) -> float | None:
     annotations = obj["metadata"].get("annotations") or {}
     requested = annotations.get(wk.ANNOTATION_ROTATE_KEYS, "")
     if cluster.spec.auth.slurm_key_secret:
-        kube.event(obj, "KeyRotationRefused", "spec.auth names the key Secret: rotate it there")
-        return None
+        return None  # cluster_event keeps such clusters out; the spec changed since
     secret_name = names_of(cluster).auth
     secret = kube.get("v1", "Secret", secret_name, namespace)
     keys = _current(secret)
