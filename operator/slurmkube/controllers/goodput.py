@@ -38,6 +38,11 @@ from slurmkube.slurm.errors import SlurmError
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
+# Slurm reports submit, start and end times in whole seconds, rounded down. A tick
+# counts up to this far behind its clock, so a change its read just missed, seen
+# by the next tick with a time up to a second before this one, still goes in at
+# its own time, not the next tick's ("never back in time", goodput/live.py).
+SLURM_TIME_RESOLUTION_S = 1.0
 
 
 @dataclass
@@ -70,7 +75,13 @@ async def _tick(key: Key) -> Result:
     lenders = dict(lending.BRIDGE.lenders)
     await asyncio.to_thread(
         lambda: export_cluster(
-            kube, key, raw, nodes=nodes, workloads=workloads, lenders=lenders, now=time.time()
+            kube,
+            key,
+            raw,
+            nodes=nodes,
+            workloads=workloads,
+            lenders=lenders,
+            now=time.time() - SLURM_TIME_RESOLUTION_S,
         )
     )
     return Result(requeue_after=handlers.State.settings.goodput_seconds)
