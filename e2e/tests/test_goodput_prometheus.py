@@ -235,6 +235,7 @@ def _job_mix(seed: int) -> list[tuple[int, int, int, float]]:
     ]
 
 
+@pytest.mark.extended
 def test_live_figures_equal_the_offline_recompute_from_slurms_records(
     kube: Kube, namespace: str, exporter: int, tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, job_state, ready_cluster, wait_job
 from slurmkube_e2e.waiting import wait_gone
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 ROTATE = "slurmkube.io/rotate-keys"
 RECORD = "slurmkube.io/key-rotation"
 

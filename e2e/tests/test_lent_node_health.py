@@ -39,7 +39,7 @@ from slurmkube_e2e.lending import (
 from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.waiting import eventually, has_condition, stays, wait_for, wait_for_list
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 FATAL = "E2eLentXidError"
 DRAIN = "E2eLentNvlinkDown"
 HEALTH = health_spec(FATAL, DRAIN)
