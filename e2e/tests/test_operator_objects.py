@@ -212,6 +212,11 @@ def test_kueue_topology_and_flavors_follow_the_cluster(
     )
     assert flavor["spec"]["topologyName"] == name
     assert flavor["spec"]["nodeLabels"] == {"e2e.slurmkube.io/fleet": "gpu"}
+    # Slurm never runs on these kwok nodes, so deletionPolicy Drain would wait for an
+    # answer for ever now that slurmctld's claim binds and its pod runs: the
+    # documented force (this test is about the Kueue objects).
+    force = {"metadata": {"annotations": {"slurmkube.io/force-delete": "true"}}}
+    kube.patch(API, "SlurmCluster", "gpu", force, namespace)
     kube.delete(API, "SlurmCluster", "gpu", namespace=namespace)
     wait_gone(kube, "kueue.x-k8s.io/v1beta2", "Topology", name, timeout=60)
 

@@ -190,8 +190,14 @@ def test_a_hand_edit_in_slurmdbd_is_put_back(kube: Kube, cluster: str, applied: 
         lambda now: now == before,
         timeout=REACTION_SECONDS,
     )
-    events = kube.list("v1", "Event", namespace=cluster)
-    assert any(e.get("reason") == "DriftReverted" for e in events)
+    # The sync may revert the edit before this test reads it, and write its Event a
+    # moment after the revert: wait for the Event, do not sample it once.
+    eventually(
+        "a DriftReverted Event",
+        lambda: kube.list("v1", "Event", namespace=cluster),
+        lambda events: any(e.get("reason") == "DriftReverted" for e in events),
+        timeout=REACTION_SECONDS,
+    )
 
 
 def test_a_source_that_cannot_be_read_changes_nothing(
