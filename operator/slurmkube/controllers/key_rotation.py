@@ -111,11 +111,19 @@ async def stop_key_rotation(**_: Any) -> None:
         task.cancel()
 
 
-def _current(secret: Manifest | None) -> dict[str, tuple[bytes, bool]]:
+def _current(
+    secret: Manifest | None,
+) -> tuple[dict[str, tuple[bytes, bool]], tuple[KeyEntry, ...]]:
+    """The Secret's key bytes by kid, and its key set as the planner sees it: none for
+    a plain slurm.key (its tokens carry no kid, plan/key_rotation.py), whose bytes
+    are the old key under INITIAL_KID."""
     data = (secret or {}).get("data") or {}
     if SLURM_JWKS in data:
-        return key_set_keys(base64.b64decode(data[SLURM_JWKS]).decode())
-    return {INITIAL_KID: (base64.b64decode(data[SLURM_KEY]), True)} if SLURM_KEY in data else {}
+        keys = key_set_keys(base64.b64decode(data[SLURM_JWKS]).decode())
+        return keys, tuple(KeyEntry(k, d) for k, (_, d) in sorted(keys.items()))
+    if SLURM_KEY in data:
+        return {INITIAL_KID: (base64.b64decode(data[SLURM_KEY]), True)}, ()
+    return {}, ()
 
 
 def rotate_keys(kube: Kube, key: Key) -> float | None:
@@ -131,7 +139,7 @@ def rotate_keys(kube: Kube, key: Key) -> float | None:
         return None  # cluster_event keeps such clusters out; the spec changed since
     secret_name = names_of(cluster).auth
     secret = kube.get("v1", "Secret", secret_name, namespace)
-    keys = _current(secret)
+    keys, current = _current(secret)
     rest = handlers.State.clients.rest(kube, cluster)
     if rest is None or not keys:
         return 5.0  # slurmrestd or the keys not there yet
@@ -144,9 +152,6 @@ def rotate_keys(kube: Kube, key: Key) -> float | None:
     except SlurmError as err:
         log.info("key rotation: jobs not read cluster=%s/%s error=%s", namespace, name, err)
         return 5.0
-    # A plain slurm.key is no key set: its tokens carry no kid (plan/key_rotation.py).
-    plain = SLURM_JWKS not in ((secret or {}).get("data") or {})
-    current = () if plain else tuple(KeyEntry(k, d) for k, (_, d) in sorted(keys.items()))
     step = plan_rotation(
         requested,
         _record(annotations),
