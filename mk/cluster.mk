@@ -78,13 +78,14 @@ e2e-extended:
 e2e-slurm-image: images-tools
 	@python3 $(ROOT)/images/build.py build --only slurm-$(E2E_SLURM_SERIES)
 
-# Debian's runc and CNI plugins, gcc for Kubernetes' pause; containerd from its Go module.
+# Debian's runc and CNI plugins, gcc for Kubernetes' pause; containerd and CoreDNS from
+# their Go modules.
 REAL_NODE_DEBS := runc containernetworking-plugins gcc libc6-dev
 real-nodes-build: cluster-build images
 	@for p in $(REAL_NODE_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q $$missing; fi
-	@bash $(ROOT)/e2e/local/install-tools.sh containerd
+	@bash $(ROOT)/e2e/local/install-tools.sh containerd coredns
 
 real-nodes: venv real-nodes-build
 	@$(E2E_TOOL) real-nodes-up --count $(if $(filter-out 0,$(REAL_NODES)),$(REAL_NODES),4)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pinned `go install` of kwok, kueue and helm (and kind or containerd, on request) into
+# Pinned `go install` of kwok, kueue and helm (and kind, containerd or coredns, on request) into
 # $SLURMKUBE_CACHE/bin.
 #
 # Why a script: each tool is built once per version into its own folder
@@ -42,6 +42,9 @@ for t in $tools; do
         install_tool "$bin" "github.com/containerd/containerd/v2/cmd/$bin@$CONTAINERD_VERSION" \
           "github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION#v}"
       done ;;
+    # Cluster DNS for the real nodes' pods (e2e/slurmkube_e2e/cluster_dns.py).
+    coredns) install_tool coredns "github.com/coredns/coredns@$COREDNS_VERSION" \
+      "github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" ;;
     helm) install_tool helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" helm.sh/helm/v3/internal/version.version ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac

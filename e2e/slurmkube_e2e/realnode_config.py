@@ -23,6 +23,7 @@ from typing import Any
 from slurmkube_runtime.layout import AGENT_POOL, BRIDGE_IP, SLOT, SUBNET
 
 from slurmkube_e2e import fleet
+from slurmkube_e2e.cluster_dns import CLUSTER_DOMAIN
 
 REAL_FLEET = "real"
 MAX_REAL_NODES = 8
@@ -115,7 +116,9 @@ def kubelet_config(node: RealNode, node_dir: Path, ca_file: Path) -> dict[str, A
         "authorization": {"mode": "AlwaysAllow"},
         "failSwapOn": False,
         "maxPods": PODS_PER_NODE,
-        "clusterDomain": "cluster.local",
+        # CoreDNS on the host's end of the slot bridge (cluster_dns).
+        "clusterDNS": [str(BRIDGE_IP)],
+        "clusterDomain": CLUSTER_DOMAIN,
         "registerWithTaints": [{"key": REAL_NODE_TAINT, "value": "true", "effect": "NoSchedule"}],
         # The host's disk is shared with everything else on it: evict only when
         # it is really full, never garbage-collect the imported images.

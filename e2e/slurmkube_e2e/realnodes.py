@@ -26,7 +26,7 @@ import yaml
 from slurmkube_runtime.layout import BRIDGE, BRIDGE_IP, SUBNET
 from slurmkube_runtime.sandbox import ensure_bridge
 
-from slurmkube_e2e import processes
+from slurmkube_e2e import cluster_dns, processes
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import LOOPBACK, Layout, go_module_dir, read_versions
 from slurmkube_e2e.realnode_config import (
@@ -173,6 +173,39 @@ class RealNodes:
             log_dir=self.layout.logs,
         )
 
+    def _dns(self) -> processes.Process:
+        return processes.Process(
+            name="cluster-dns",
+            argv=(str(self.layout.bin / "coredns"), "-conf", str(self.state / "dns" / "Corefile")),
+            pid_dir=self.layout.pids,
+            log_dir=self.layout.logs,
+        )
+
+    def _start_dns(self) -> None:
+        """CoreDNS as `kube-system/coredns`, on the bridge address the kubelets name."""
+        d = self.state / "dns"
+        d.mkdir(parents=True, exist_ok=True)
+        kubectl = [str(self.layout.kubectl), f"--kubeconfig={self.layout.kubeconfig}"]
+        _run([*kubectl, "apply", "-f", "-"], input=yaml.safe_dump_all(cluster_dns.rbac()))
+        token = _run(
+            [
+                *kubectl,
+                "create",
+                "token",
+                cluster_dns.ACCOUNT,
+                "-n",
+                cluster_dns.NAMESPACE,
+                f"--duration={cluster_dns.TOKEN_SECONDS}s",
+            ]
+        ).strip()
+        config = cluster_dns.token_kubeconfig(
+            self.layout.apiserver_url, self.layout.pki / "ca.crt", token
+        )
+        (d / "kubeconfig").write_text(yaml.safe_dump(config))
+        (d / "kubeconfig").chmod(0o600)
+        (d / "Corefile").write_text(cluster_dns.corefile(BRIDGE_IP, d / "kubeconfig"))
+        processes.start(self._dns())
+
     def _write_files(self, node: RealNode, archive: Path) -> None:
         d = self.node_dir(node)
         for sub in ("containerd", "cni", "cni-ipam", "kubelet", "dev"):
@@ -261,6 +294,7 @@ class RealNodes:
             bin_ / "containerd",
             bin_ / "ctr",
             bin_ / "containerd-shim-runc-v2",
+            bin_ / "coredns",
             Path(RUNC),
             *(Path(CNI_BIN_DIR) / p for p in ("bridge", "host-local", "loopback")),
         ]
@@ -296,6 +330,7 @@ class RealNodes:
         archive = self._image_archive()
         ensure_bridge()
         processes.start(self._relay())
+        self._start_dns()
         for node in nodes:
             self._write_files(node, archive)
             self._make_cgroups(node)
@@ -336,6 +371,7 @@ class RealNodes:
             _run(["ip", "link", "del", node.host_veth], check=False)
             _run(["ip", "netns", "del", node.netns], check=False)
         processes.stop(self._relay())
+        processes.stop(self._dns())
         if nodes and self.layout.kubeconfig.exists():
             _run(
                 [

@@ -39,8 +39,11 @@ RETRY_SECONDS = 2
 # bash, not a program of the image: the same text runs in the slurm image and
 # on the local runtime, whose "image" is the host. `$(<file)` reads without a fork;
 # `say` stamps a line to the millisecond with builtins only ($EPOCHREALTIME, bash 5).
+# bash as a container's PID 1 ignores SIGTERM unless it traps it, and every pod
+# deletion would wait out the grace period.
 SCRIPT = f"""\
 set -u
+trap 'exit 0' TERM INT
 want_file={wk.CONFIG_DIR}/config-hash
 done_file={STATE_DIR}/applied
 say() {{ local t=$EPOCHREALTIME; printf '%(%FT%T)T.%.3s %s\\n' "${{t%.*}}" "${{t#*.}}" "$*"; }}

@@ -57,6 +57,34 @@ def metrics_service(cluster: SlurmCluster) -> Manifest:
 METRICS_COMPONENT = "slurmctld-metrics"
 
 
+def state_owner(cluster: SlurmCluster, image: str) -> Manifest:
+    """Hands the state volume to SlurmUser before slurmctld starts.
+
+    fsGroup reaches only volumes whose plugin manages ownership: hostPath and
+    local PersistentVolumes (the usual storage of a bare-metal lab) stay
+    root's 0750, and slurmctld refuses a StateSaveLocation it cannot write.
+    Root with CHOWN (and DAC_READ_SEARCH to walk a tree another owner left)
+    and nothing else; a volume that is already slurm's is left untouched."""
+    owner = f"{SLURM_GID}:{SLURM_GID}"
+    return {
+        "name": "state-owner",
+        "image": image,
+        "command": [
+            "/bin/sh",
+            "-c",
+            f'[ "$(stat -c %u:%g "$0")" = {owner} ] || chown -R {owner} "$0"',
+            wk.STATE_DIR,
+        ],
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_READ_SEARCH"]},
+        },
+        "volumeMounts": [{"name": names_of(cluster).state, "mountPath": wk.STATE_DIR}],
+    }
+
+
 def controller_statefulset(cluster: SlurmCluster, image: str | None = None) -> Manifest:
     names = names_of(cluster)
     spec = cluster.spec.controller
@@ -84,8 +112,10 @@ def controller_statefulset(cluster: SlurmCluster, image: str | None = None) -> M
     }
     if spec.persistence.storage_class_name:
         claim["spec"]["storageClassName"] = spec.persistence.storage_class_name
+    init: list[Manifest] = []
     if spec.persistence.enabled:
         claims.append(claim)
+        init.append(state_owner(cluster, image))
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -97,6 +127,7 @@ def controller_statefulset(cluster: SlurmCluster, image: str | None = None) -> M
             "template": {
                 "metadata": {"labels": labels(cluster, "slurmctld")},
                 "spec": {
+                    **({"initContainers": init} if init else {}),
                     "containers": [container, reloader_container(image)],
                     "volumes": volumes,
                     "terminationGracePeriodSeconds": 60,

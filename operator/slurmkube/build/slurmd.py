@@ -75,6 +75,11 @@ def slurmd_pod(
     # Root, not the image's USER (401): slurmd becomes each job's user and its
     # entrypoint refuses any other uid (images/slurm/entrypoint.sh, docs/install.md).
     container["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
+    if cluster.spec.slurmd.cgroups:
+        # Confining jobs means creating cgroups (proctrack, task and job
+        # containment), and a container's /sys/fs/cgroup is read-only unless it
+        # is privileged; Slinky's and soperator's slurmd pods run so too.
+        container["securityContext"]["privileged"] = True
     etc = slurm_etc(cluster, keys=[SLURM_KEY], config=False)
     metadata = meta(
         cluster,
