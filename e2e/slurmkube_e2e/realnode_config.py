@@ -46,9 +46,14 @@ class RealNode:
     index: int
     place: fleet.SimulatedNode
     gpus: int
+    # Named the way EKS names nodes (`ip-10-4-0-10.ec2.internal`): a Node name
+    # with dots, which a pod's hostname may not have.
+    dotted: bool = False
 
     @property
     def name(self) -> str:
+        if self.dotted:
+            return f"ip-{str(self.ip).replace('.', '-')}.ec2.internal"
         return self.place.name
 
     @property
@@ -74,7 +79,8 @@ class RealNode:
 
 
 def real_nodes(count: int, gpus: int = 4) -> list[RealNode]:
-    """`count` real nodes in two NVLink domains (one if count is 1), like the kwok fleet."""
+    """`count` real nodes in two NVLink domains (one if count is 1), like the kwok fleet;
+    the last of several has a dotted name."""
     if not 1 <= count <= MAX_REAL_NODES:
         raise ValueError(f"REAL_NODES must be 1..{MAX_REAL_NODES}, got {count}")
     domains = 1 if count == 1 else 2
@@ -83,7 +89,10 @@ def real_nodes(count: int, gpus: int = 4) -> list[RealNode]:
     spec = fleet.FleetSpec(
         name=REAL_FLEET, nvl_domains=domains, nodes_per_domain=count // domains, gpus=gpus
     )
-    return [RealNode(i, place, gpus) for i, place in enumerate(fleet.layout(spec))]
+    return [
+        RealNode(i, place, gpus, dotted=count > 1 and i == count - 1)
+        for i, place in enumerate(fleet.layout(spec))
+    ]
 
 
 def node_labels(node: RealNode) -> dict[str, str]:

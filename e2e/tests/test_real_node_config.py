@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -103,3 +104,12 @@ def test_cni_config_hands_out_only_the_nodes_pod_range() -> None:
         }
     ]
     assert bridge["ipam"]["dataDir"] == f"{NODE_DIR}/cni-ipam"
+
+
+@given(st.sampled_from([2, 4, 6, 8]))
+def test_the_last_node_is_named_with_dots_like_an_eks_node(count: int) -> None:
+    nodes = real_nodes(count)
+    dotted = [n.name for n in nodes if "." in n.name]
+    assert dotted == [nodes[-1].name]
+    assert re.fullmatch(r"ip-10-250-\d+-\d+\.ec2\.internal", dotted[0]), dotted
+    assert len({n.netns for n in nodes}) == count

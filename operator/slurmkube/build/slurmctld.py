@@ -53,6 +53,9 @@ def metrics_service(cluster: SlurmCluster) -> Manifest:
     }
 
 
+SACK_VOLUME = "sack"
+SACK_DIR = "/run/slurmctld"
+
 # app.kubernetes.io/name of the metrics Service, which the chart's ServiceMonitor selects.
 METRICS_COMPONENT = "slurmctld-metrics"
 
@@ -99,7 +102,17 @@ def controller_statefulset(cluster: SlurmCluster, image: str | None = None) -> M
         image=image,
     )
     container["volumeMounts"].append({"name": names.state, "mountPath": wk.STATE_DIR})
-    volumes = [slurm_etc(cluster), reloader_volume()]
+    # Clients of auth/slurm (the reloader's scontrol) always ask slurmctld's sack
+    # socket for a token, and it lives in its container's /run: shared here.
+    sack = {"name": SACK_VOLUME, "mountPath": SACK_DIR}
+    container["volumeMounts"].append(sack)
+    reloader = reloader_container(image)
+    reloader["volumeMounts"].append(sack)
+    volumes = [
+        slurm_etc(cluster),
+        reloader_volume(),
+        {"name": SACK_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+    ]
     claims: list[Manifest] = []
     if not spec.persistence.enabled:
         volumes.append({"name": names.state, "emptyDir": {}})
@@ -128,7 +141,7 @@ def controller_statefulset(cluster: SlurmCluster, image: str | None = None) -> M
                 "metadata": {"labels": labels(cluster, "slurmctld")},
                 "spec": {
                     **({"initContainers": init} if init else {}),
-                    "containers": [container, reloader_container(image)],
+                    "containers": [container, reloader],
                     "volumes": volumes,
                     "terminationGracePeriodSeconds": 60,
                     **placement(cluster),

@@ -370,7 +370,7 @@ class PodWorker:
             self.event("Warning", "Failed", f"container {c.name}: {err}")
             c.backoff_until = time.monotonic() + 5
             return
-        self.sandbox.containers[c.name] = {"env": env, "run_as": list(run_as)}
+        self.sandbox.containers[c.name] = {"env": env, "run_as": list(run_as), "init": c.init}
         self.sandbox.save()
         with self.log_file(c.name).open("ab") as out:
             out.write(f"--- {nodes.now()} start {c.name} attempt {c.restart_count}\n".encode())

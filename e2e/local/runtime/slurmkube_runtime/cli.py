@@ -172,7 +172,10 @@ def exec_argv(
     sb = sandbox.Sandbox.load(state)
     if not sb.alive():
         raise CliError(f"sandbox of pod {namespace}/{name} is not running")
-    chosen = container or next(iter(sb.containers), None)
+    # As kubectl exec: the pod's first app container, never an init container.
+    chosen = container or next(
+        (n for n, info in sb.containers.items() if not info.get("init")), None
+    )
     if chosen is None or chosen not in sb.containers:
         raise CliError(
             f"container {chosen!r} not started in {namespace}/{name}: {list(sb.containers)}"

@@ -1,0 +1,236 @@
+"""A SlurmCluster on real kubelets, with the production defaults (issue 16).
+
+Needs `make real-nodes` (skipped when none run). The cluster is what a user's
+`kubectl apply` makes: the Slurm 26.05 image `make images` built, its USER and
+ENTRYPOINT, slurmctld's state on a PersistentVolumeClaim, cgroups on, the
+node's real CPUs and memory (no config overrides). Commands run in the
+slurmctld pod through `kubectl exec` (API server -> kubelet -> containerd).
+The operator is the suite's, on the host.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
+from slurmkube_e2e.realnodes import RealNodes
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
+
+pytestmark = pytest.mark.e2e
+
+API = "slurmkube.io/v1alpha1"
+CLUSTER = "real"
+CTLD = f"{CLUSTER}-slurmctld-0"
+IMAGE = "localhost/slurmkube/slurm:26.05"
+SLURM_UID = "401"
+NODE_LABEL = "slurmkube.io/node"  # the Slurm node a slurmd pod runs
+ON_REAL = {"e2e.slurmkube.io/fleet": "real"}
+TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def docs(namespace: str, replicas: int) -> list[dict[str, Any]]:
+    """Only placement is set beyond the defaults (the real nodes are tainted)."""
+    return [
+        {
+            "apiVersion": API,
+            "kind": "SlurmCluster",
+            "metadata": {"name": CLUSTER, "namespace": namespace},
+            "spec": {
+                "image": IMAGE,
+                "controller": {"nodeSelector": ON_REAL, "tolerations": TOLERATE},
+                "login": {"replicas": 0},
+                "accounting": {"enabled": False},
+                "topology": {"blockSize": 2},
+                "deletionPolicy": "Delete",
+                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "NodeSet",
+            "metadata": {"name": "gpu", "namespace": namespace},
+            "spec": {
+                "clusterRef": CLUSTER,
+                "nodeSelector": {"matchLabels": ON_REAL},
+                "tolerations": TOLERATE,
+                "replicas": replicas,
+            },
+        },
+    ]
+
+
+@pytest.fixture(scope="module")
+def real_nodes() -> list[RealNode]:
+    nodes = RealNodes(Layout.from_env()).saved()
+    if not nodes:
+        pytest.skip("no real nodes started: `make real-nodes` (or cluster-up REAL_NODES=4)")
+    return nodes
+
+
+def kubectl(*argv: str, timeout: float = 120) -> str:
+    layout = Layout.from_env()
+    done = subprocess.run(
+        [str(layout.kubectl), f"--kubeconfig={layout.kubeconfig}", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(argv)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def in_ctld(namespace: str, *argv: str) -> str:
+    """In /tmp, which the job's user may write on every node."""
+    return kubectl(
+        "exec", "-n", namespace, CTLD, "-c", "slurmctld", "--",
+        "bash", "-c", 'cd /tmp && exec "$@"', "-", *argv,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(kube: Kube, operator: None, real_nodes: list[RealNode]) -> Iterator[str]:
+    namespace = f"real-cluster-{int(time.time()) % 100000}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    started = time.monotonic()
+    for doc in docs(namespace, len(real_nodes)):
+        kube.apply(doc)
+    wait_for(
+        kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),
+        namespace=namespace, timeout=300,
+    )  # fmt: skip
+    print(
+        f"\nSlurmCluster on {len(real_nodes)} real nodes Ready in {time.monotonic() - started:.1f}s"
+    )
+    try:
+        yield namespace
+    finally:
+        kube.delete(API, "SlurmCluster", CLUSTER, namespace)
+        wait_gone(kube, API, "SlurmCluster", CLUSTER, namespace=namespace, timeout=180)
+        kube.delete("v1", "Namespace", namespace)
+
+
+def test_every_pod_runs_on_a_real_node_from_the_built_image(
+    kube: Kube, cluster: str, real_nodes: list[RealNode]
+) -> None:
+    pods = kube.list("v1", "Pod", namespace=cluster)
+    assert len(pods) == len(real_nodes) + 2, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        node = kube.get("v1", "Node", pod["spec"]["nodeName"])
+        assert node is not None
+        runtime = node["status"]["nodeInfo"]["containerRuntimeVersion"]
+        assert runtime.startswith("containerd://2."), (pod["metadata"]["name"], runtime)
+        images = {c["image"] for c in pod["spec"]["containers"]}
+        assert images == {IMAGE}, (pod["metadata"]["name"], images)
+        assert pod["status"]["phase"] == "Running", pod["metadata"]["name"]
+
+
+def test_slurmctld_runs_as_the_images_user_with_its_state_on_a_bound_claim(
+    kube: Kube, cluster: str
+) -> None:
+    users = in_ctld(cluster, "ps", "-o", "uid=,args=", "-C", "slurmctld").split()
+    assert users[0] == SLURM_UID, users
+    claim = kube.get("v1", "PersistentVolumeClaim", f"state-{CTLD}", namespace=cluster)
+    assert claim is not None and claim["status"]["phase"] == "Bound", claim
+    state = in_ctld(cluster, "stat", "-c", "%u", "/var/spool/slurmctld").strip()
+    assert state == SLURM_UID
+    assert "/var/spool/slurmctld" in in_ctld(cluster, "df", "/var/spool/slurmctld")
+
+
+def test_a_node_named_with_dots_registers_under_its_name(
+    kube: Kube, cluster: str, real_nodes: list[RealNode]
+) -> None:
+    dotted = [n.name for n in real_nodes if "." in n.name]
+    assert dotted, "the real fleet has no dotted node name"
+    listed = in_ctld(cluster, "sinfo", "-h", "-N", "-o", "%N %T").split("\n")
+    states = dict(line.split() for line in listed if line.strip())
+    for name in dotted:
+        assert states.get(name) == "idle", states
+        pods = kube.list("v1", "Pod", namespace=cluster, label_selector=f"{NODE_LABEL}={name}")
+        assert [p["spec"]["nodeName"] for p in pods] == [name], pods
+        assert "." not in pods[0]["spec"]["hostname"], pods[0]["spec"]["hostname"]
+
+
+def test_a_segment_gang_job_runs_across_both_nvlink_domains_with_the_gpus(
+    cluster: str, real_nodes: list[RealNode]
+) -> None:
+    count = len(real_nodes)
+    out = in_ctld(
+        cluster, "srun", f"-N{count}", "--segment=2", "--gres=gpu:4", "-t", "2",
+        "bash", "-c", 'echo "$SLURMD_NODENAME $(ls /dev/nvidia[0-9]* | wc -l)"',
+    )  # fmt: skip
+    lines = sorted(line.split() for line in out.strip().split("\n"))
+    assert lines == sorted([n.name, "4"] for n in real_nodes), out
+
+
+def test_a_partition_change_reaches_slurmctld_through_the_reloader(
+    kube: Kube, cluster: str
+) -> None:
+    def backstops() -> int:
+        events = kube.list("v1", "Event", namespace=cluster)
+        return sum(e.get("count", 1) for e in events if e.get("reason") == "Reconfigured")
+
+    before = backstops()
+    changed = time.monotonic()
+    kube.patch(
+        API, "SlurmCluster", CLUSTER,
+        {"spec": {"partitions": [
+            {"name": "gpu", "nodeSets": ["gpu"], "default": True, "maxTime": "3:00:00"}
+        ]}},
+        namespace=cluster,
+    )  # fmt: skip
+    deadline = changed + 90
+    while "MaxTime=03:00:00" not in in_ctld(cluster, "scontrol", "show", "partition", "gpu"):
+        if time.monotonic() > deadline:
+            seen = kube.get(API, "SlurmCluster", CLUSTER, namespace=cluster)
+            log = kubectl("logs", "-n", cluster, CTLD, "-c", "config-reloader")
+            raise AssertionError(
+                f"the partition change never reached slurmctld: {seen and seen.get('status')}\n"
+                f"reloader: {log}"
+            )
+        time.sleep(0.5)
+    print(f"\npartition change -> slurmctld: {time.monotonic() - changed:.1f}s")
+    wait_for(
+        kube, API, "SlurmCluster", CLUSTER,
+        lambda o: has_condition(o, "ConfigApplied") and has_condition(o, "Ready"),
+        namespace=cluster, timeout=90,
+    )  # fmt: skip
+    reloader = kubectl("logs", "-n", cluster, CTLD, "-c", "config-reloader")
+    assert re.search(r"reconfigured config-hash=", reloader), reloader
+    assert backstops() == before, "the operator's backstop reconfigure ran"
+
+
+def test_a_job_outlives_its_slurmctld_pod(kube: Kube, cluster: str) -> None:
+    job = in_ctld(cluster, "sbatch", "--parsable", "-N2", "--wrap", "sleep 40").strip()
+    deadline = time.monotonic() + 60
+    while "JobState=RUNNING" not in in_ctld(cluster, "scontrol", "show", "job", job):
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(1)
+    old = kube.get("v1", "Pod", CTLD, namespace=cluster)
+    assert old is not None
+    deleted = time.monotonic()
+    kube.delete("v1", "Pod", CTLD, cluster)
+    wait_for(
+        kube, "v1", "Pod", CTLD,
+        lambda p: p["metadata"]["uid"] != old["metadata"]["uid"]
+        and all(c.get("ready") for c in p.get("status", {}).get("containerStatuses", [])),
+        namespace=cluster, timeout=180,
+    )  # fmt: skip
+    print(f"\nslurmctld pod deleted -> the new pod Ready: {time.monotonic() - deleted:.1f}s")
+    deadline = time.monotonic() + 180
+    while True:
+        shown = in_ctld(cluster, "scontrol", "show", "job", job)
+        if "JobState=COMPLETED" in shown:
+            break
+        assert "JobState=RUNNING" in shown or "JobState=COMPLETING" in shown, shown
+        assert time.monotonic() < deadline, shown
+        time.sleep(2)
