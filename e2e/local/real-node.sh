@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # One real Kubernetes node of the local cluster (docs/local-kubernetes.md):
-# containerd, the fake GPU device plugin and the kubelet, in the node's network
+# containerd, the fake GPU device plugin, the kubelet and kube-proxy, in the node's network
 # namespace and in a mount namespace of their own.
 #
 #   real-node.sh NODE_DIR NETNS
 #
 # NODE_DIR holds the configs `slurmkube_e2e real-nodes up` wrote (containerd.toml,
-# kubelet.yaml, kubelet.args, kubeconfig, dev/nvidia*). Stops everything on
-# SIGTERM; exits non-zero as soon as one of the three daemons dies.
+# kubelet.yaml, kubelet.args, kubeconfig, kube-proxy.yaml, dev/nvidia*). Stops everything on
+# SIGTERM; exits non-zero as soon as one of its daemons dies.
 #
 # Why the namespaces: each node listens on the kubelet's usual ports in its own
 # netns, and some of the paths the kubelet uses are fixed (the device-plugin
@@ -60,7 +60,10 @@ mapfile -t kubelet_args <"$node_dir/kubelet.args"
 slurmkube-k8s kubelet "${kubelet_args[@]}" >>"$node_dir/kubelet.log" 2>&1 &
 pids+=($!)
 
-echo "node up: containerd ${pids[0]}, device plugin ${pids[1]}, kubelet ${pids[2]}"
+slurmkube-k8s kube-proxy --config "$node_dir/kube-proxy.yaml" >>"$node_dir/kube-proxy.log" 2>&1 &
+pids+=($!)
+
+echo "node up: containerd ${pids[0]}, device plugin ${pids[1]}, kubelet ${pids[2]}, kube-proxy ${pids[3]}"
 rc=0
 wait -n "${pids[@]}" || rc=$?
 echo "a node daemon exited (rc $rc); stopping the node"

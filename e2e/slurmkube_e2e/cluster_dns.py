@@ -1,4 +1,5 @@
-"""Cluster DNS for the real nodes: CoreDNS with its `kubernetes` plugin.
+"""Cluster DNS and Service routing for the real nodes: CoreDNS with its
+`kubernetes` plugin, and what each node's kube-proxy reads as.
 
 Pods on a real kubelet resolve names the way they do on any cluster: the
 kubelet writes `nameserver <clusterDNS>` and the `<ns>.svc.cluster.local`
@@ -23,6 +24,7 @@ from typing import Any
 CLUSTER_DOMAIN = "cluster.local"
 NAMESPACE = "kube-system"
 ACCOUNT = "coredns"
+PROXY_ACCOUNT = "kube-proxy"
 TOKEN_SECONDS = 7 * 24 * 3600
 
 
@@ -87,14 +89,63 @@ def rbac() -> list[dict[str, Any]]:
     ]
 
 
-def token_kubeconfig(server: str, ca_file: Path, token: str) -> dict[str, Any]:
+def proxy_rbac() -> list[dict[str, Any]]:
+    """kube-proxy reads as `kube-system/kube-proxy`, bound to the built-in
+    `system:node-proxier` (Services, EndpointSlices, Nodes)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": PROXY_ACCOUNT, "namespace": NAMESPACE},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"slurmkube-e2e:{PROXY_ACCOUNT}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:node-proxier",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": PROXY_ACCOUNT, "namespace": NAMESPACE}],
+        },
+    ]
+
+
+def apiserver_endpoints(relay: IPv4Address, port: int) -> dict[str, Any]:
+    """The `kubernetes` Service's backend: the relay to the API server.
+
+    The API server runs with `--endpoint-reconciler-type=none` (its address is
+    loopback, which an EndpointSlice may not hold), so pods on the real nodes
+    reach 10.96.0.1:443, as in-cluster clients do, through this slice."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "kubernetes-relay",
+            "namespace": "default",
+            "labels": {
+                "kubernetes.io/service-name": "kubernetes",
+                "endpointslice.kubernetes.io/managed-by": "e2e.slurmkube.io",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [str(relay)], "conditions": {"ready": True}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    }
+
+
+def token_kubeconfig(
+    server: str, ca_file: Path, token: str, user: str, server_name: str | None = None
+) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": server, "certificate-authority": str(ca_file)}
+    if server_name:
+        cluster["tls-server-name"] = server_name
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
-        ],
-        "users": [{"name": ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": ACCOUNT, "context": {"cluster": "local", "user": ACCOUNT}}],
-        "current-context": ACCOUNT,
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
+        "current-context": user,
     }

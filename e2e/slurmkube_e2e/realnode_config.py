@@ -23,6 +23,7 @@ from typing import Any
 from slurmkube_runtime.layout import AGENT_POOL, BRIDGE_IP, SLOT, SUBNET
 
 from slurmkube_e2e import fleet
+from slurmkube_e2e.cluster import SERVICE_CIDR
 from slurmkube_e2e.cluster_dns import CLUSTER_DOMAIN
 
 REAL_FLEET = "real"
@@ -156,6 +157,33 @@ def kubelet_args(node: RealNode, node_dir: Path) -> list[str]:
     ]
 
 
+def kube_proxy_config(node: RealNode, node_dir: Path) -> dict[str, Any]:
+    """kube-proxy in iptables mode, in the node's network namespace.
+
+    Every pod and node shares one L2 segment, so a backend would answer a client
+    pod directly and bypass the DNAT: every Service connection is masqueraded to
+    the node's address instead. Host-wide conntrack sysctls are left alone (the
+    process may not set them, and they are not the node's)."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "iptables",
+        "hostnameOverride": node.name,
+        "clientConnection": {"kubeconfig": str(node_dir / "kube-proxy.kubeconfig")},
+        "clusterCIDR": str(SUBNET),
+        "iptables": {"masqueradeAll": True, "localhostNodePorts": False},
+        "conntrack": {
+            "maxPerCore": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+        "oomScoreAdj": 0,
+        "healthzBindAddress": f"{node.ip}:10256",
+        "metricsBindAddress": f"{node.ip}:10249",
+        "nodePortAddresses": [f"{node.ip}/32"],
+    }
+
+
 def containerd_config(node: RealNode, node_dir: Path) -> str:
     """containerd 2.x (config version 3) for one node: its own socket, root and state."""
     base = node_dir / "containerd"
@@ -211,15 +239,25 @@ def cni_config(node: RealNode, node_dir: Path) -> str:
             {
                 "type": "bridge",
                 "bridge": NODE_BRIDGE,
-                "isGateway": False,
+                # The node is its pods' gateway to Service addresses only
+                # (kube-proxy's rules are in the node's netns); nothing else routes.
+                "isGateway": True,
                 "ipMasq": False,
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
                     "dataDir": str(node_dir / "cni-ipam"),
                     "ranges": [
-                        [{"subnet": str(SUBNET), "rangeStart": str(first), "rangeEnd": str(last)}]
+                        [
+                            {
+                                "subnet": str(SUBNET),
+                                "rangeStart": str(first),
+                                "rangeEnd": str(last),
+                                "gateway": str(node.ip),
+                            }
+                        ]
                     ],
+                    "routes": [{"dst": SERVICE_CIDR}],
                 },
             }
         ],

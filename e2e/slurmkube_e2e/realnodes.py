@@ -38,6 +38,7 @@ from slurmkube_e2e.realnode_config import (
     apiserver_relay_url,
     cni_config,
     containerd_config,
+    kube_proxy_config,
     kubelet_args,
     kubelet_config,
     real_nodes,
@@ -59,11 +60,18 @@ def _run(argv: list[str], check: bool = True, **kw: object) -> str:
     return str(done.stdout)
 
 
+def _write_secret(path: Path, text: str) -> None:
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(text)
+
+
 class RealNodes:
     """The real nodes of one checkout's cluster (state under .run/real-nodes)."""
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
+        self._proxy_kubeconfig = ""
         self.state = layout.run / "real-nodes"
         self.script = layout.root / "e2e" / "local" / "real-node.sh"
 
@@ -181,30 +189,50 @@ class RealNodes:
             log_dir=self.layout.logs,
         )
 
-    def _start_dns(self) -> None:
-        """CoreDNS as `kube-system/coredns`, on the bridge address the kubelets name."""
-        d = self.state / "dns"
-        d.mkdir(parents=True, exist_ok=True)
-        kubectl = [str(self.layout.kubectl), f"--kubeconfig={self.layout.kubeconfig}"]
-        _run([*kubectl, "apply", "-f", "-"], input=yaml.safe_dump_all(cluster_dns.rbac()))
-        token = _run(
+    def _token(self, account: str) -> str:
+        """A bound token of a kube-system ServiceAccount, for a daemon of the test bed."""
+        return _run(
             [
-                *kubectl,
+                str(self.layout.kubectl),
+                f"--kubeconfig={self.layout.kubeconfig}",
                 "create",
                 "token",
-                cluster_dns.ACCOUNT,
+                account,
                 "-n",
                 cluster_dns.NAMESPACE,
                 f"--duration={cluster_dns.TOKEN_SECONDS}s",
             ]
         ).strip()
-        config = cluster_dns.token_kubeconfig(
-            self.layout.apiserver_url, self.layout.pki / "ca.crt", token
+
+    def _start_services(self) -> None:
+        """CoreDNS on the bridge address the kubelets name; identities and the
+        `kubernetes` Service's backend for the nodes' kube-proxies."""
+        manifests = [
+            *cluster_dns.rbac(),
+            *cluster_dns.proxy_rbac(),
+            cluster_dns.apiserver_endpoints(BRIDGE_IP, self.layout.ports.apiserver),
+        ]
+        _run(
+            [str(self.layout.kubectl), f"--kubeconfig={self.layout.kubeconfig}", "apply", "-f", "-"],
+            input=yaml.safe_dump_all(manifests),
         )
-        (d / "kubeconfig").write_text(yaml.safe_dump(config))
-        (d / "kubeconfig").chmod(0o600)
+        d = self.state / "dns"
+        d.mkdir(parents=True, exist_ok=True)
+        ca = self.layout.pki / "ca.crt"
+        config = cluster_dns.token_kubeconfig(
+            self.layout.apiserver_url, ca, self._token(cluster_dns.ACCOUNT), cluster_dns.ACCOUNT
+        )
+        _write_secret(d / "kubeconfig", yaml.safe_dump(config))
         (d / "Corefile").write_text(cluster_dns.corefile(BRIDGE_IP, d / "kubeconfig"))
         processes.start(self._dns())
+        proxy = cluster_dns.token_kubeconfig(
+            apiserver_relay_url(self.layout.ports.apiserver),
+            ca,
+            self._token(cluster_dns.PROXY_ACCOUNT),
+            cluster_dns.PROXY_ACCOUNT,
+            server_name="localhost",
+        )
+        self._proxy_kubeconfig = yaml.safe_dump(proxy)
 
     def _write_files(self, node: RealNode, archive: Path) -> None:
         d = self.node_dir(node)
@@ -219,6 +247,8 @@ class RealNodes:
         (d / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, d, pki / "ca.crt")))
         (d / "kubelet.args").write_text("\n".join(kubelet_args(node, d)) + "\n")
         (d / "containerd.toml").write_text(containerd_config(node, d))
+        (d / "kube-proxy.yaml").write_text(yaml.safe_dump(kube_proxy_config(node, d)))
+        _write_secret(d / "kube-proxy.kubeconfig", self._proxy_kubeconfig)
         (d / "cni" / "10-slurmkube.conflist").write_text(cni_config(node, d))
         kubeconfig = yaml.safe_load(
             self.layout.component_kubeconfig(f"node-{node.name}").read_text()
@@ -226,8 +256,7 @@ class RealNodes:
         for cluster in kubeconfig["clusters"]:
             cluster["cluster"]["server"] = apiserver_relay_url(self.layout.ports.apiserver)
             cluster["cluster"]["tls-server-name"] = "localhost"
-        (d / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-        (d / "kubeconfig").chmod(0o600)
+        _write_secret(d / "kubeconfig", yaml.safe_dump(kubeconfig))
         images = d / "images.tar"
         images.unlink(missing_ok=True)
         images.symlink_to(archive)
@@ -330,7 +359,7 @@ class RealNodes:
         archive = self._image_archive()
         ensure_bridge()
         processes.start(self._relay())
-        self._start_dns()
+        self._start_services()
         for node in nodes:
             self._write_files(node, archive)
             self._make_cgroups(node)

@@ -243,7 +243,8 @@ def _operator(args: argparse.Namespace) -> int:
     from slurmkube.controllers.settings import Settings
 
     logging.basicConfig(
-        level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO"),
+        # The chart's values say `info`; logging knows only `INFO`.
+        level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     if logging.getLogger().level > logging.DEBUG:

@@ -1,6 +1,6 @@
 // Command slurmkube-k8s is the local Kubernetes control plane of the slurmkube
 // e2e environment: one binary whose subcommands are the real upstream
-// kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl
+// kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl
 // (their cmd/*/app packages, unchanged) plus an embedded etcd and a PKI
 // generator.
 //
@@ -23,6 +23,7 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
@@ -46,6 +47,11 @@ var subcommands = map[string]func(args []string) int{
 	},
 	"kubelet": func(args []string) int {
 		cmd := kubelet.NewKubeletCommand(context.Background())
+		cmd.SetArgs(args)
+		return cli.Run(cmd)
+	},
+	"kube-proxy": func(args []string) int {
+		cmd := proxy.NewProxyCommand()
 		cmd.SetArgs(args)
 		return cli.Run(cmd)
 	},
