@@ -58,10 +58,12 @@ test-integration: venv slurm
 test: check test-unit test-integration $(EXTRA_TEST_TARGETS)
 	@echo "make test: all green"
 
-# The real thing: cluster-up, helm install, a SlurmCluster of Slurm 26.05.5 on
-# the local GPU nodes (its image built first, cached), a gang job; left running
-# (demo-down removes it and stops the cluster). Prometheus plots its goodput.
+# The real thing: cluster-up with four real nodes (kubelets on containerd 2.x),
+# helm install (the operator a pod), a SlurmCluster of Slurm 26.05.5 on them
+# with the production defaults, a gang job; left running (demo-down removes it
+# and stops the cluster). Prometheus plots its goodput.
 demo: E2E_SLURM = 26.05
+demo: REAL_NODES = 4
 demo: promtool e2e-slurm-image cluster-up
 	@$(E2E_TOOL) demo
 

@@ -12,6 +12,7 @@ import shutil
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ import yaml
 
 from slurmkube_e2e import processes
 from slurmkube_e2e.layout import LOOPBACK, Layout
-from slurmkube_e2e.operator_cluster import in_pod
 
 SCRAPE_SECONDS = 2
 # The demo's exporter ticks every 5 s (15 s by default) so a two-minute mix draws a line.
@@ -42,12 +42,30 @@ def prometheus_process(layout: Layout, demo_dir: Path) -> processes.Process:
     )
 
 
-def start_prometheus(layout: Layout, demo_dir: Path) -> str:
-    """Prometheus scraping the demo operator every 2 s; its URL once it is ready."""
-    target = f"{LOOPBACK}:{layout.ports.demo_operator_metrics}"
+def start_prometheus(layout: Layout, demo_dir: Path, namespace: str) -> str:
+    """Prometheus scraping the operator pod's `metrics` port every 2 s, found the way
+    a Prometheus in the cluster finds it (pod discovery); its URL once it is ready."""
     config = {
         "global": {"scrape_interval": f"{SCRAPE_SECONDS}s"},
-        "scrape_configs": [{"job_name": "slurmkube", "static_configs": [{"targets": [target]}]}],
+        "scrape_configs": [
+            {
+                "job_name": "slurmkube",
+                "kubernetes_sd_configs": [
+                    {
+                        "role": "pod",
+                        "kubeconfig_file": str(layout.kubeconfig),
+                        "namespaces": {"names": [namespace]},
+                    }
+                ],
+                "relabel_configs": [
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                        "regex": "metrics",
+                        "action": "keep",
+                    }
+                ],
+            }
+        ],
     }
     demo_dir.mkdir(parents=True, exist_ok=True)
     (demo_dir / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -77,7 +95,7 @@ def _query(url: str, path: str, **params: str) -> list[dict[str, Any]]:
     return list(json.loads(body)["data"]["result"])
 
 
-def run_mix(namespace: str, ctld: str, seed: int = 1) -> list[str]:
+def run_mix(in_ctld: Callable[..., str], seed: int = 1) -> list[str]:
     """Eight jobs of 1-4 nodes, 2 or 4 GPUs each, for 15-40 s, some submitted together,
     so gangs queue and free GPUs strand."""
     rng = random.Random(seed)
@@ -86,7 +104,7 @@ def run_mix(namespace: str, ctld: str, seed: int = 1) -> list[str]:
         nodes, gpus, seconds = rng.randint(1, 4), rng.choice([2, 4]), rng.randint(15, 40)
         shape = (f"-N{nodes}", f"--gres=gpu:{gpus}")
         argv = ("sbatch", "--parsable", *shape, "--wrap", f"sleep {seconds}")
-        jobs.append(in_pod(namespace, ctld, *argv).strip())
+        jobs.append(in_ctld(*argv).strip())
         time.sleep(rng.choice([0, 0, 5, 10]))
     return jobs
 

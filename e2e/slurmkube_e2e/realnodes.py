@@ -213,7 +213,13 @@ class RealNodes:
             cluster_dns.apiserver_endpoints(BRIDGE_IP, self.layout.ports.apiserver),
         ]
         _run(
-            [str(self.layout.kubectl), f"--kubeconfig={self.layout.kubeconfig}", "apply", "-f", "-"],
+            [
+                str(self.layout.kubectl),
+                f"--kubeconfig={self.layout.kubeconfig}",
+                "apply",
+                "-f",
+                "-",
+            ],
             input=yaml.safe_dump_all(manifests),
         )
         d = self.state / "dns"

@@ -11,7 +11,6 @@ The operator is the suite's, on the host.
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +18,9 @@ from typing import Any
 import pytest
 
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.kubectl import kubectl as run_kubectl
 from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
 from slurmkube_e2e.realnodes import RealNodes
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
@@ -75,25 +76,13 @@ def real_nodes() -> list[RealNode]:
     return nodes
 
 
-def kubectl(*argv: str, timeout: float = 120) -> str:
+def kubectl(*argv: str) -> str:
     layout = Layout.from_env()
-    done = subprocess.run(
-        [str(layout.kubectl), f"--kubeconfig={layout.kubeconfig}", *argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(argv)}: {done.stdout}{done.stderr}"
-    return done.stdout
+    return run_kubectl(layout.kubectl, layout.kubeconfig, argv)
 
 
 def in_ctld(namespace: str, *argv: str) -> str:
-    """In /tmp, which the job's user may write on every node."""
-    return kubectl(
-        "exec", "-n", namespace, CTLD, "-c", "slurmctld", "--",
-        "bash", "-c", 'cd /tmp && exec "$@"', "-", *argv,
-    )  # fmt: skip
+    return kubectl_exec(namespace, CTLD, *argv, container="slurmctld")
 
 
 @pytest.fixture(scope="module")
