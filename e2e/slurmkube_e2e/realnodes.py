@@ -60,9 +60,14 @@ def _run(argv: list[str], check: bool = True, **kw: object) -> str:
     return str(done.stdout)
 
 
-def _write_secret(path: Path, text: str) -> None:
-    path.touch(mode=0o600)
-    path.chmod(0o600)
+def _write(path: Path, text: str, secret: bool = False) -> None:
+    """Only when the text differs: kube-proxy exits when its config file is written
+    to, and `up` again must leave running nodes alone."""
+    if path.exists() and path.read_text() == text:
+        return
+    if secret:
+        path.touch(mode=0o600)
+        path.chmod(0o600)
     path.write_text(text)
 
 
@@ -71,7 +76,6 @@ class RealNodes:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._proxy_kubeconfig = ""
         self.state = layout.run / "real-nodes"
         self.script = layout.root / "e2e" / "local" / "real-node.sh"
 
@@ -224,21 +228,26 @@ class RealNodes:
         )
         d = self.state / "dns"
         d.mkdir(parents=True, exist_ok=True)
-        ca = self.layout.pki / "ca.crt"
-        config = cluster_dns.token_kubeconfig(
-            self.layout.apiserver_url, ca, self._token(cluster_dns.ACCOUNT), cluster_dns.ACCOUNT
-        )
-        _write_secret(d / "kubeconfig", yaml.safe_dump(config))
-        (d / "Corefile").write_text(cluster_dns.corefile(BRIDGE_IP, d / "kubeconfig"))
+        if not (d / "kubeconfig").exists():
+            config = cluster_dns.token_kubeconfig(
+                self.layout.apiserver_url,
+                self.layout.pki / "ca.crt",
+                self._token(cluster_dns.ACCOUNT),
+                cluster_dns.ACCOUNT,
+            )
+            _write(d / "kubeconfig", yaml.safe_dump(config), secret=True)
+        _write(d / "Corefile", cluster_dns.corefile(BRIDGE_IP, d / "kubeconfig"))
         processes.start(self._dns())
+
+    def _proxy_kubeconfig(self) -> str:
         proxy = cluster_dns.token_kubeconfig(
             apiserver_relay_url(self.layout.ports.apiserver),
-            ca,
+            self.layout.pki / "ca.crt",
             self._token(cluster_dns.PROXY_ACCOUNT),
             cluster_dns.PROXY_ACCOUNT,
             server_name="localhost",
         )
-        self._proxy_kubeconfig = yaml.safe_dump(proxy)
+        return yaml.safe_dump(proxy)
 
     def _write_files(self, node: RealNode, archive: Path) -> None:
         d = self.node_dir(node)
@@ -248,21 +257,22 @@ class RealNodes:
             dev = d / "dev" / f"nvidia{i}"
             if not dev.exists():
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(NVIDIA_MAJOR, i))
-        (d / "gpus").write_text(f"{node.gpus}\n")
+        _write(d / "gpus", f"{node.gpus}\n")
         pki = self.layout.pki
-        (d / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, d, pki / "ca.crt")))
-        (d / "kubelet.args").write_text("\n".join(kubelet_args(node, d)) + "\n")
-        (d / "containerd.toml").write_text(containerd_config(node, d))
-        (d / "kube-proxy.yaml").write_text(yaml.safe_dump(kube_proxy_config(node, d)))
-        _write_secret(d / "kube-proxy.kubeconfig", self._proxy_kubeconfig)
-        (d / "cni" / "10-slurmkube.conflist").write_text(cni_config(node, d))
+        _write(d / "kubelet.yaml", yaml.safe_dump(kubelet_config(node, d, pki / "ca.crt")))
+        _write(d / "kubelet.args", "\n".join(kubelet_args(node, d)) + "\n")
+        _write(d / "containerd.toml", containerd_config(node, d))
+        _write(d / "kube-proxy.yaml", yaml.safe_dump(kube_proxy_config(node, d)))
+        if not (d / "kube-proxy.kubeconfig").exists():
+            _write(d / "kube-proxy.kubeconfig", self._proxy_kubeconfig(), secret=True)
+        _write(d / "cni" / "10-slurmkube.conflist", cni_config(node, d))
         kubeconfig = yaml.safe_load(
             self.layout.component_kubeconfig(f"node-{node.name}").read_text()
         )
         for cluster in kubeconfig["clusters"]:
             cluster["cluster"]["server"] = apiserver_relay_url(self.layout.ports.apiserver)
             cluster["cluster"]["tls-server-name"] = "localhost"
-        _write_secret(d / "kubeconfig", yaml.safe_dump(kubeconfig))
+        _write(d / "kubeconfig", yaml.safe_dump(kubeconfig), secret=True)
         images = d / "images.tar"
         images.unlink(missing_ok=True)
         images.symlink_to(archive)
