@@ -26,6 +26,7 @@ from slurmkube.slurm import (
     SlurmRejected,
     SlurmUnreachable,
 )
+from slurmkube.slurm.incremental import SlurmLists
 from slurmkube.slurm.responses import check_response
 from slurmkube.slurm.rest_bodies import reservation_body
 
@@ -349,6 +350,21 @@ def test_current_nodes_reads_every_node_only_after_a_change(
     assert len(reads) == full_reads
     assert [r.url.params["update_time"] for r in server.seen if r not in reads] == [
         str(first.update_time)
+    ]
+
+
+def test_a_client_given_the_last_lists_reads_no_node_before_a_change() -> None:
+    def nodes(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(304) if "update_time" in request.url.params else recorded("nodes")
+
+    server = Server({"GET /slurm/v0.0.42/nodes/": nodes})
+    lists = SlurmLists()
+    first = client(server, data_parser="v0.0.42", lists=lists).current_nodes()
+    made_again = client(server, data_parser="v0.0.42", lists=lists)
+    assert made_again.current_nodes() is first
+    assert [r.url.params.get("update_time") for r in server.seen] == [
+        None,
+        str(first.update_time),
     ]
 
 

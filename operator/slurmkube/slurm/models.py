@@ -153,6 +153,13 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class JobList:
+    jobs: tuple[Job, ...]
+    # slurmctld's time of its last change to any job (epoch seconds; 0: not given).
+    update_time: int
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     name: str
     nodes: tuple[str, ...]
