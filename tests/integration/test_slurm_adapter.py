@@ -40,6 +40,7 @@ from slurmkube.slurm import (
 )
 from slurmkube.slurm.incremental import SlurmLists
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
+from slurmkube.slurm.models import NodeList
 from slurmkube_local.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
 from tests.slurm_contract import (
     check_bad_reservations_are_rejected,
@@ -471,17 +472,21 @@ def test_the_node_change_probe_answers_no_change_until_a_node_changes(
             cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
 
 
+def quiet_node_list(rest: RestClient) -> NodeList:
+    """A full node list that current_nodes gives back unchanged a second later."""
+    for _ in range(20):  # until the nodes are quiet (a test before may still settle)
+        listed = rest.node_list()
+        time.sleep(1.1)
+        if rest.current_nodes() is listed:
+            return listed
+    pytest.fail("Slurm's nodes never stopped changing")
+
+
 def test_current_nodes_is_the_last_list_until_a_node_changes(cluster: LocalSlurm) -> None:
     """What a reconcile and a bridge round read: the full list only after a change."""
     node = sample_fleet()[0].metadata.name
     with rest_client(cluster) as rest:
-        for _ in range(20):  # until the nodes are quiet (a test before may still settle)
-            listed = rest.node_list()
-            time.sleep(1.1)
-            if rest.current_nodes() is listed:
-                break
-        else:
-            pytest.fail("Slurm's nodes never stopped changing")
+        listed = quiet_node_list(rest)
         cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=probe")
         try:
             after = rest.current_nodes()
@@ -512,13 +517,7 @@ def test_a_client_made_again_answers_from_the_last_list_after_a_304(cluster: Loc
     node = sample_fleet()[0].metadata.name
     lists = SlurmLists()
     with rest_client(cluster, lists=lists) as first:
-        for _ in range(20):  # until the nodes are quiet (a test before may still settle)
-            listed = first.node_list()
-            time.sleep(1.1)
-            if first.current_nodes() is listed:
-                break
-        else:
-            pytest.fail("Slurm's nodes never stopped changing")
+        listed = quiet_node_list(first)
     seen = _NodeAnswers()
     with rest_client(cluster, lists=lists, transport=seen) as again:
         assert again.current_nodes() is listed
