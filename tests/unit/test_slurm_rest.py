@@ -13,6 +13,7 @@ import httpx
 import jwt
 import pytest
 
+from slurmkube.controllers.apply import drained_idle
 from slurmkube.slurm import (
     NodeStateChange,
     Reservation,
@@ -366,6 +367,21 @@ def test_a_client_given_the_last_lists_reads_no_node_before_a_change() -> None:
         None,
         str(first.update_time),
     ]
+
+
+def test_pods_waiting_for_their_drain_ask_slurm_only_whether_a_node_changed() -> None:
+    """apply's check after draining: each reconcile while jobs run asks with the
+    kept list's time, and reads every node again only after a change."""
+
+    def nodes(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(304) if "update_time" in request.url.params else recorded("nodes")
+
+    server = Server({"GET /slurm/v0.0.42/nodes/": nodes})
+    rest = client(server, data_parser="v0.0.42")
+    pods = {"gb200-001": "pod-busy", "gb200-003": "pod-idle"}
+    assert drained_idle(rest, pods) == ["pod-idle"]
+    assert drained_idle(rest, pods) == ["pod-idle"]
+    assert [r.url.params.get("update_time") is None for r in server.seen] == [True, False]
 
 
 def test_jobs_are_listed_again_only_when_slurmctld_changed_one() -> None:
