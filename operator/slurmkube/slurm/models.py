@@ -92,7 +92,7 @@ class Node:
 @dataclass(frozen=True, slots=True)
 class NodeList:
     nodes: tuple[Node, ...]
-    # slurmctld's time of its last change to any node (epoch seconds; 0: not given).
+    # When slurmctld made the list (its `last_update`, epoch seconds; 0: not given).
     update_time: int
 
 
@@ -155,7 +155,7 @@ class Job:
 @dataclass(frozen=True, slots=True)
 class JobList:
     jobs: tuple[Job, ...]
-    # slurmctld's time of its last change to any job (epoch seconds; 0: not given).
+    # When slurmctld made the list (its `last_update`, epoch seconds; 0: not given).
     update_time: int
 
 
