@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -37,7 +38,9 @@ from slurmkube.slurm import (
     drain,
     resume_if_ours,
 )
+from slurmkube.slurm.incremental import SlurmLists
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client
+from slurmkube.slurm.models import NodeList
 from slurmkube_local.local_slurm import LocalSlurm, free_ports, slurm_prefix, start_local_slurm
 from tests.slurm_contract import (
     check_bad_reservations_are_rejected,
@@ -469,17 +472,21 @@ def test_the_node_change_probe_answers_no_change_until_a_node_changes(
             cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
 
 
+def quiet_node_list(rest: RestClient) -> NodeList:
+    """A full node list that current_nodes gives back unchanged a second later."""
+    for _ in range(20):  # until the nodes are quiet (a test before may still settle)
+        listed = rest.node_list()
+        time.sleep(1.1)
+        if rest.current_nodes() is listed:
+            return listed
+    pytest.fail("Slurm's nodes never stopped changing")
+
+
 def test_current_nodes_is_the_last_list_until_a_node_changes(cluster: LocalSlurm) -> None:
     """What a reconcile and a bridge round read: the full list only after a change."""
     node = sample_fleet()[0].metadata.name
     with rest_client(cluster) as rest:
-        for _ in range(20):  # until the nodes are quiet (a test before may still settle)
-            listed = rest.node_list()
-            time.sleep(1.1)
-            if rest.current_nodes() is listed:
-                break
-        else:
-            pytest.fail("Slurm's nodes never stopped changing")
+        listed = quiet_node_list(rest)
         cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=probe")
         try:
             after = rest.current_nodes()
@@ -487,6 +494,45 @@ def test_current_nodes_is_the_last_list_until_a_node_changes(cluster: LocalSlurm
             assert next(n for n in after.nodes if n.name == node).drain
         finally:
             cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+
+
+class _NodeAnswers(httpx.HTTPTransport):
+    """Records the status slurmrestd gave each `/nodes/` request (probe or full read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[tuple[bool, int]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if request.url.path.endswith("/nodes/"):
+            self.answers.append(("update_time" in request.url.params, response.status_code))
+        return response
+
+
+def test_a_client_made_again_answers_from_the_last_list_after_a_304(cluster: LocalSlurm) -> None:
+    """The operator's client for a cluster is made again (a new key, the 10-minute
+    refresh) with the cluster's lists: its first read is a 304 and the kept list,
+    and a drain is read in full."""
+    node = sample_fleet()[0].metadata.name
+    lists = SlurmLists()
+    with rest_client(cluster, lists=lists) as first:
+        listed = quiet_node_list(first)
+    seen = _NodeAnswers()
+    with rest_client(cluster, lists=lists, transport=seen) as again:
+        assert again.current_nodes() is listed
+        assert seen.answers == [(True, 304)]  # asked with update_time, nothing decoded
+        cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=probe")
+        try:
+            after = again.current_nodes()
+        finally:
+            cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+    assert next(n for n in after.nodes if n.name == node).drain
+    assert after.update_time >= listed.update_time
+    probe, full = seen.answers[1:]
+    assert probe[0] and probe[1] != 304  # the change is told...
+    assert full == (False, 200)  # ...and read in full once
+    assert lists.nodes.kept is after
 
 
 def test_jobs_listed_again_are_the_last_list_until_a_job_changes(cluster: LocalSlurm) -> None:

@@ -7,6 +7,7 @@ from typing import Any, cast
 from slurmkube.controllers.clients import MAX_AGE_SECONDS, SlurmClients
 from slurmkube.controllers.settings import FixedRestApi, ServiceEndpoints, Settings
 from slurmkube.kube.client import Kube
+from slurmkube.slurm.models import NodeList
 from slurmkube_local.builders import bundle
 
 
@@ -65,6 +66,23 @@ def test_a_deleted_cluster_closes_its_client() -> None:
     http: Any = first._http
     assert http.is_closed
     assert clients.rest(kube, cluster) is not first
+
+
+def test_a_client_made_again_asks_with_the_clusters_last_lists() -> None:
+    """The lists' times are slurmctld's: a new client (a new key, the refresh) keeps
+    them, so it reads the fleet in full only after a change; a deleted cluster's go."""
+    clock, kube = Clock(), cast(Kube, Secrets())
+    clients, cluster = _clients(clock), bundle().cluster
+    first = clients.rest(kube, cluster)
+    assert first is not None
+    first._lists.nodes.keep(NodeList((), 1796352974))
+    clock.now += MAX_AGE_SECONDS
+    again = clients.rest(kube, cluster)
+    assert again is not None and again is not first
+    assert again._lists is first._lists
+    clients.close(cluster.metadata.namespace or "default", cluster.metadata.name)
+    after = clients.rest(kube, cluster)
+    assert after is not None and after._lists.nodes.kept is None
 
 
 def test_without_a_key_there_is_no_client() -> None:

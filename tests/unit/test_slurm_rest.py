@@ -13,6 +13,7 @@ import httpx
 import jwt
 import pytest
 
+from slurmkube.controllers.apply import drained_idle
 from slurmkube.slurm import (
     NodeStateChange,
     Reservation,
@@ -26,6 +27,7 @@ from slurmkube.slurm import (
     SlurmRejected,
     SlurmUnreachable,
 )
+from slurmkube.slurm.incremental import SlurmLists
 from slurmkube.slurm.responses import check_response
 from slurmkube.slurm.rest_bodies import reservation_body
 
@@ -350,6 +352,36 @@ def test_current_nodes_reads_every_node_only_after_a_change(
     assert [r.url.params["update_time"] for r in server.seen if r not in reads] == [
         str(first.update_time)
     ]
+
+
+def test_a_client_given_the_last_lists_reads_no_node_before_a_change() -> None:
+    def nodes(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(304) if "update_time" in request.url.params else recorded("nodes")
+
+    server = Server({"GET /slurm/v0.0.42/nodes/": nodes})
+    lists = SlurmLists()
+    first = client(server, data_parser="v0.0.42", lists=lists).current_nodes()
+    made_again = client(server, data_parser="v0.0.42", lists=lists)
+    assert made_again.current_nodes() is first
+    assert [r.url.params.get("update_time") for r in server.seen] == [
+        None,
+        str(first.update_time),
+    ]
+
+
+def test_pods_waiting_for_their_drain_ask_slurm_only_whether_a_node_changed() -> None:
+    """apply's check after draining: each reconcile while jobs run asks with the
+    kept list's time, and reads every node again only after a change."""
+
+    def nodes(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(304) if "update_time" in request.url.params else recorded("nodes")
+
+    server = Server({"GET /slurm/v0.0.42/nodes/": nodes})
+    rest = client(server, data_parser="v0.0.42")
+    pods = {"gb200-001": "pod-busy", "gb200-003": "pod-idle"}
+    assert drained_idle(rest, pods) == ["pod-idle"]
+    assert drained_idle(rest, pods) == ["pod-idle"]
+    assert [r.url.params.get("update_time") is None for r in server.seen] == [True, False]
 
 
 def test_jobs_are_listed_again_only_when_slurmctld_changed_one() -> None:

@@ -164,11 +164,15 @@ def drained_idle(slurm: SlurmClient, pods: Mapping[str, str]) -> list[str]:
     DRAIN flag is set slurmctld starts nothing there, so "drained and not busy"
     read now means no job can still be there (the same test the plan applies
     at the next reconcile, one reconcile earlier). No answer: nothing goes.
+    Over REST the kept list answers when slurmctld changed no node since it was
+    read (a 304): while pods wait for their jobs, each reconcile asks that
+    instead of reading the whole fleet again.
     """
     if not pods:
         return []
     try:
-        nodes = {n.name: n for n in slurm.list_nodes()}
+        listed = slurm.current_nodes().nodes if isinstance(slurm, RestClient) else None
+        nodes = {n.name: n for n in (slurm.list_nodes() if listed is None else listed)}
     except SlurmError as err:
         log.warning("drain check failed error=%s", err)
         return []

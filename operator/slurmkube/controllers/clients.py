@@ -4,8 +4,10 @@ A client is made again only when what it was made from changed (the URL, the
 JWT key, the controller's address) or after `MAX_AGE_SECONDS`, so that a
 slurmrestd upgraded in place is asked its data_parser versions again; a
 reconcile and a bridge round reuse its HTTP connections and what it learnt
-from `/openapi/v3`. Clients are closed when their SlurmCluster goes and when
-the operator stops.
+from `/openapi/v3`. The last node and job lists (slurm/incremental.py) are
+kept per cluster, not per client: a client made again asks with their time
+and reads in full only what changed. Clients are closed, and the lists
+dropped, when their SlurmCluster goes and when the operator stops.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from slurmkube.kube.client import Kube
 from slurmkube.render.config import TOPOLOGY_PLUGINS
 from slurmkube.slurm.accounting import SacctmgrClient, accounting_client_config
 from slurmkube.slurm.cli import CliClient
+from slurmkube.slurm.incremental import SlurmLists
 from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client, write_client_config
 from slurmkube.slurm.rest import RestClient
 from slurmkube.slurm.tokens import JwtMinter
@@ -56,6 +59,7 @@ class SlurmClients:
         self._rest: dict[Key, _Kept] = {}
         self._scontrol: dict[Key, _Kept] = {}
         self._sacctmgr: dict[Key, _Kept] = {}
+        self._lists: dict[Key, SlurmLists] = {}
 
     def rest(self, kube: Kube, cluster: SlurmCluster) -> RestClient | None:
         """slurmrestd of this cluster, with JWTs minted from its key, reservation
@@ -70,8 +74,16 @@ class SlurmClients:
         writer = self.scontrol(kube, cluster)
         kept = self._kept(self._rest, cluster, (url, key, id(writer)))
         if kept.rest is None:
+            with self._lock:
+                lists = self._lists.setdefault(_key(cluster), SlurmLists())
             kept.rest = RestClient(
-                url, jwt_key=key, user="slurm", timeout=5.0, attempts=2, reservations=writer
+                url,
+                jwt_key=key,
+                user="slurm",
+                timeout=5.0,
+                attempts=2,
+                reservations=writer,
+                lists=lists,
             )
         return kept.rest
 
@@ -130,8 +142,7 @@ class SlurmClients:
     def _kept(
         self, store: dict[Key, _Kept], cluster: SlurmCluster, made_from: tuple[object, ...]
     ) -> _Kept:
-        names = names_of(cluster)
-        key = (names.namespace, names.cluster)
+        key = _key(cluster)
         now = self._clock()
         with self._lock:
             kept = store.get(key)
@@ -147,12 +158,18 @@ class SlurmClients:
             kept = self._rest.pop((namespace, name), None)
             self._scontrol.pop((namespace, name), None)
             self._sacctmgr.pop((namespace, name), None)
+            self._lists.pop((namespace, name), None)
         if kept is not None and kept.rest is not None:
             kept.rest.close()
 
     def close_all(self) -> None:
         for namespace, name in list(self._rest):
             self.close(namespace, name)
+
+
+def _key(cluster: SlurmCluster) -> Key:
+    names = names_of(cluster)
+    return (names.namespace, names.cluster)
 
 
 def _config_dir(cluster: SlurmCluster) -> Path:

@@ -92,7 +92,7 @@ class Node:
 @dataclass(frozen=True, slots=True)
 class NodeList:
     nodes: tuple[Node, ...]
-    # slurmctld's time of its last change to any node (epoch seconds; 0: not given).
+    # When slurmctld made the list (its `last_update`, epoch seconds; 0: not given).
     update_time: int
 
 
@@ -150,6 +150,13 @@ class Job:
         if self.gpus_per_node:
             return self.gpus_per_node * self.node_count
         return self.gpus_per_task * self.tasks
+
+
+@dataclass(frozen=True, slots=True)
+class JobList:
+    jobs: tuple[Job, ...]
+    # When slurmctld made the list (its `last_update`, epoch seconds; 0: not given).
+    update_time: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,9 +44,11 @@ from slurmkube.slurm.errors import (
     SlurmUnreachable,
     missing_or_rejected,
 )
+from slurmkube.slurm.incremental import SlurmLists
 from slurmkube.slurm.models import (
     ControllerPing,
     Job,
+    JobList,
     JobSubmission,
     Node,
     NodeList,
@@ -82,7 +84,8 @@ class RestClient:
 
     Give exactly one of `token` (used as is) or `jwt_key`/`jwt_key_file`
     (tokens minted for `user`). `data_parser` pins a version instead of
-    asking `/openapi/v3`.
+    asking `/openapi/v3`. `lists` keeps the last node and job lists
+    (slurm/incremental.py); give the cluster's own to a client made again.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class RestClient:
         attempts: int = 4,
         max_backoff: float = 2.0,
         transport: httpx.BaseTransport | None = None,
+        lists: SlurmLists | None = None,
     ) -> None:
         sources = [s for s in (token, jwt_key, jwt_key_file) if s is not None]
         if len(sources) != 1:
@@ -127,9 +131,7 @@ class RestClient:
         # slurmrestd needs ~16 s to list 25,000 nodes: the full read gets its own
         # timeout, the calls whose answers do not grow with the fleet keep `timeout`.
         self._list_timeout = list_timeout
-        self._last_nodes: NodeList | None = None
-        # Every job slurmctld listed last, and its time of that list (0: none yet).
-        self._last_jobs: tuple[int, tuple[Job, ...]] = (0, ())
+        self._lists = SlurmLists() if lists is None else lists
 
     @property
     def user(self) -> str:
@@ -226,6 +228,7 @@ class RestClient:
 
     # --- nodes ---
     def list_nodes(self) -> tuple[Node, ...]:
+        """Every node, read in full now (kept for `current_nodes` too)."""
         return self.node_list().nodes
 
     def node_list(self) -> NodeList:
@@ -235,18 +238,15 @@ class RestClient:
         doc = self._slurm(
             "GET", "/nodes/", "list nodes", convert=_NODES, timeout=self._list_timeout
         )
-        listed = self._last_nodes = NodeList(nodes_from(doc), update_time_of(doc))
-        return listed
+        return self._lists.nodes.keep(NodeList(nodes_from(doc), update_time_of(doc)))
 
     def current_nodes(self) -> NodeList:
         """Every node as `node_list` gives them, read in full only when slurmctld
         changed a node since this client's last full read: otherwise the last list,
         after a probe that costs the same at any fleet size (`nodes_changed_since`;
-        2 ms against 16 s for the full read at 25,000 nodes)."""
-        last = self._last_nodes
-        if last is not None and last.update_time and not self.nodes_changed_since(last.update_time):
-            return last
-        return self.node_list()
+        2 ms against 16 s for the full read at 25,000 nodes). Threads sharing this
+        client's lists wait for one full read instead of each making their own."""
+        return self._lists.nodes.current(lambda _: self.node_list(), self.nodes_changed_since)
 
     def nodes_changed_since(self, update_time: int) -> bool:
         """Whether any node changed since `update_time` (a node list's), at a cost
@@ -296,19 +296,19 @@ class RestClient:
 
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
-        """The jobs in `states`. Asked with the time of this client's last list:
+        """The jobs in `states`. Asked with the time of the last list:
         slurmctld then sends no jobs when none changed (SLURM_NO_CHANGE_IN_DATA,
         which slurmrestd answers with a warning, openapi/slurmctld jobs.c), and
         the last list stands."""
         wanted = frozenset(states)
-        since, jobs = self._last_jobs
+        listed = self._lists.jobs.current(self._jobs_since)
+        return tuple(j for j in listed.jobs if j.state & wanted)
+
+    def _jobs_since(self, since: int) -> JobList | None:
         path = f"/jobs/?update_time={since}" if since else "/jobs/"
         doc = self._slurm("GET", path, "list jobs", timeout=self._list_timeout)
         listed_at = update_time_of(doc)
-        if listed_at or not since:
-            jobs = jobs_from(doc)
-            self._last_jobs = (listed_at, jobs)
-        return tuple(j for j in jobs if j.state & wanted)
+        return JobList(jobs_from(doc), listed_at) if listed_at or not since else None
 
     def requeue_job(self, job_id: int) -> None:
         if not self.abilities.requeues_jobs:
