@@ -59,6 +59,7 @@ def hold_while_jobs_run(kube: Kube, clients: SlurmClients, obj: Manifest) -> Non
         forced=(meta.get("annotations") or {}).get(wk.ANNOTATION_FORCE_DELETE) == "true",
         slurm_nodes=nodes,
         controller_running=_controller_running(kube, cluster),
+        registered=(obj.get("status") or {}).get("slurmdRegistered"),
     )
     for node in step.drain:
         assert slurm is not None
