@@ -104,8 +104,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         reached(Step.SLURMD_POD_CREATED)
     for budget in plan.disruption_budgets:
         kube.apply(budget, owner=cluster_obj)
-    for pod_name, busy in sorted(plan.busy_labels.items()):
-        kube.merge_patch_pod(namespace, pod_name, busy_label_patch(busy))
+    patch_busy_labels(kube, namespace, plan.busy_labels)
     for node_set, nodes in created.items():
         kube.event(
             snap.node_set_objs[node_set],
@@ -312,3 +311,9 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery)
         f"{config.window:.0f}s after the ConfigMap changed",
     )
     return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
+
+
+def patch_busy_labels(kube: Kube, namespace: str, labels: Mapping[str, bool]) -> None:
+    """Each named slurmd pod's slurmkube.io/busy label, as Slurm shows its node."""
+    for pod_name, busy in sorted(labels.items()):
+        kube.merge_patch_pod(namespace, pod_name, busy_label_patch(busy))

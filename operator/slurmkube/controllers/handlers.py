@@ -7,9 +7,11 @@ reads) adds the cluster's key to the queue, debounced by
 `spec.topology.debounceSeconds` (topology/debounce.py): a burst of label
 changes costs one reconcile. The queue (`controllers/queue.py`) holds every
 "when next": the 30 s resync and a pending config's next look come back as
-the reconcile's `requeue_after`, a failed reconcile is backed off. While a
-NodeSet autoscales, a second queue polls Slurm's node states (Slurm's power
-saving is no Kubernetes event) and adds the cluster's key when they changed.
+the reconcile's `requeue_after`, a failed reconcile is backed off. A second
+queue polls Slurm's node states every 2 s for each cluster with slurmd pods
+(plan/slurm_poll.py): the busy labels follow a job start within the poll, and an
+autoscaled cluster's key is added when they changed (power saving is no
+Kubernetes event).
 Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
@@ -40,10 +42,10 @@ from slurmkube.controllers.observe import (
     Snapshot,
     observe,
     observe_rest,
-    slurm_nodes_changed,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.controllers.settings import Settings
+from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
 from slurmkube.kube.lease import LeaderLease
@@ -51,6 +53,7 @@ from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.plan.holds import early_delivery_safe, not_responding_since
 from slurmkube.plan.model import Plan, PodView
 from slurmkube.plan.reconfigure import ConfigClock, next_look
+from slurmkube.plan.slurm_poll import polled
 from slurmkube.render.config import SlurmConfig
 from slurmkube.topology.fleet import config_label_keys, node_changed
 
@@ -75,6 +78,8 @@ class _Cluster:
     # The Node label keys its config reads; None until its first reconcile (all count).
     label_keys: frozenset[str] | None = None
     autoscaling: bool = False
+    # Its Slurm nodes are polled (plan.slurm_poll.polled).
+    polled: bool = False
     # slurmctld's update_time of the last full node read (the poll asks what changed since).
     nodes_read_at: int = 0
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
@@ -127,11 +132,17 @@ async def _reconcile_key(key: Key) -> Result:
 
 
 async def _poll_key(key: Key) -> Result:
-    """An autoscaled cluster's Slurm node states: reconcile when they changed."""
+    """A cluster's Slurm node states: busy labels follow them; an autoscaled
+    cluster reconciles when they changed."""
     memory = State.clusters.get(key)
-    if memory is None or not memory.autoscaling:
+    if memory is None or not memory.polled:
         return Result()
-    if await asyncio.to_thread(_slurm_changed, key, memory):
+    pods, since = caches.slurmd_pods_now(key), memory.nodes_read_at
+    step, read_at = await asyncio.to_thread(
+        poll_slurm, _kube(), State.clients, key, pods, since=since, autoscaling=memory.autoscaling
+    )
+    memory.nodes_read_at = max(memory.nodes_read_at, read_at)
+    if step.reconcile:
         _mark(key, "poll", debounce=False)
     return Result(requeue_after=State.settings.autoscale_poll_seconds)
 
@@ -290,10 +301,6 @@ async def reconcile_now(key: Key) -> None:
         _mark(key, "lease", debounce=False)
 
 
-def _slurm_changed(key: Key, memory: _Cluster) -> bool:
-    return slurm_nodes_changed(_kube(), *key, State.clients, memory.nodes_read_at)
-
-
 def _deliver(kube: Kube, snap: Snapshot, memory: _Cluster, configured: Configured | Plan) -> str:
     """Write the config and remember it as the one in force; returns its hash."""
     assert configured.config_map is not None and configured.rendered is not None
@@ -368,8 +375,11 @@ def reconcile(
         raise
     memory.label_keys = config_label_keys(snap.observed.bundle)
     memory.autoscaling = bool(plan.scaling)
+    memory.polled = polled(
+        autoscaling=memory.autoscaling, pods=len(pods), creating=len(plan.create_pods)
+    )
     memory.nodes_read_at = snap.nodes_read_at
-    if memory.autoscaling:
+    if memory.polled:
         POLLS.add(key, State.settings.autoscale_poll_seconds)
     requeue = RESYNC_SECONDS
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
