@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 
 import kopf
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from pydantic import ValidationError
 
 from slurmkube.api import well_known as wk
@@ -38,6 +39,20 @@ def remove_slurmd_pods(kube: Kube, namespace: str, cluster: str) -> None:
     selector = f"{wk.LABEL_CLUSTER}={cluster},{wk.LABEL_NAME}=slurmd"
     for pod in kube.list("v1", "Pod", namespace, selector):
         kube.delete("v1", "Pod", pod["metadata"]["name"], namespace)
+
+
+def remove_what_outlives(kube: Kube, namespace: str, cluster: str) -> None:
+    """What owner references do not take with the cluster: its slurmd pods (owned
+    by their NodeSets) and the cluster-scoped Kueue Topology and ResourceFlavors."""
+    remove_slurmd_pods(kube, namespace, cluster)
+    selector = f"{wk.LABEL_CLUSTER}={cluster},slurmkube.io/namespace={namespace}"
+    for kind in ("Topology", "ResourceFlavor"):
+        try:
+            objects = kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)
+        except ResourceNotFoundError:
+            continue
+        for obj in objects:
+            kube.delete("kueue.x-k8s.io/v1beta2", kind, obj["metadata"]["name"], None)
 
 
 def hold_while_jobs_run(kube: Kube, clients: SlurmClients, obj: Manifest) -> None:

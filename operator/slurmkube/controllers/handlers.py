@@ -5,13 +5,13 @@ of its NodeSets, or a Node change the config would see (the label keys the
 specs read, resources, readiness, cordon; not heartbeats, not labels no config
 reads) adds the cluster's key to the queue, debounced by
 `spec.topology.debounceSeconds` (topology/debounce.py): a burst of label
-changes costs one reconcile. The queue (`controllers/queue.py`) holds every
-"when next": the 30 s resync and a pending config's next look come back as
-the reconcile's `requeue_after`, a failed reconcile is backed off. A second
-queue polls Slurm's node states every 2 s for each cluster with slurmd pods
-(plan/slurm_poll.py): the busy labels follow a job start within the poll, and an
-autoscaled cluster's key is added when they changed (power saving is no
-Kubernetes event).
+changes costs one reconcile; a slurmd pod gone adds it at once. The queue
+(`controllers/queue.py`) holds every "when next": the 30 s resync and a
+pending config's next look come back as the reconcile's `requeue_after`, a
+failed reconcile is backed off. A second queue polls Slurm's node states
+every 2 s for each cluster with slurmd pods (plan/slurm_poll.py): the busy
+labels follow a job start within the poll, and an autoscaled cluster's key is
+added when they changed (power saving is no Kubernetes event).
 Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
@@ -35,7 +34,7 @@ from slurmkube.api.models import TopologySpec
 from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
-from slurmkube.controllers.deletion import hold_while_jobs_run, remove_slurmd_pods
+from slurmkube.controllers.deletion import hold_while_jobs_run, remove_what_outlives
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.observe import (
     NodeEntry,
@@ -65,7 +64,7 @@ DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 # not hold up another's label change.
 WORKERS = 4
 # What added a cluster's key, for slurmkube_reconciles_total; the first present wins.
-TRIGGERS = ("cluster", "nodeset", "node", "lease", "poll")
+TRIGGERS = ("cluster", "nodeset", "node", "pod", "lease", "poll")
 
 Key = tuple[str, str]
 
@@ -237,17 +236,7 @@ def cluster_deleted(namespace: str | None, name: str, body: kopf.Body, **_: Any)
     leader_only(State.lease, "SlurmCluster", namespace, name)
     kube = _kube()
     hold_while_jobs_run(kube, State.clients, dict(body))
-    remove_slurmd_pods(kube, wk.namespace_or_default(namespace), name)
-    selector = (
-        f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={wk.namespace_or_default(namespace)}"
-    )
-    for kind in ("Topology", "ResourceFlavor"):
-        try:
-            objects = kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)
-        except ResourceNotFoundError:
-            continue
-        for obj in objects:
-            kube.delete("kueue.x-k8s.io/v1beta2", kind, obj["metadata"]["name"], None)
+    remove_what_outlives(kube, wk.namespace_or_default(namespace), name)
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
@@ -278,6 +267,16 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     left = _kube().list("v1", "Pod", namespace, selector)
     if left:
         raise kopf.TemporaryError(f"{len(left)} slurmd pods still draining", delay=5)
+
+
+@kopf.on.event("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"})
+def slurmd_pod_event(
+    type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
+) -> None:
+    """A slurmd pod gone (its node failed, a forced delete): made again at once, its
+    node set DOWN first if Slurm shows a job there (plan/lost_pods.py)."""
+    if type == "DELETED" and labels.get(wk.LABEL_CLUSTER):
+        _mark((wk.namespace_or_default(namespace), labels[wk.LABEL_CLUSTER]), "pod", debounce=False)
 
 
 @kopf.on.event("", "v1", "nodes")
