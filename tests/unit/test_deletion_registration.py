@@ -10,12 +10,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmkube.plan.deletion import plan_deletion, slurmd_registered
+from slurmkube.plan.deletion import DeletionStep, plan_deletion, slurmd_registered
 from slurmkube.plan.model import SlurmNodeView
 
 
 def view(state: str, *, busy: bool = False, responding: bool = True) -> SlurmNodeView:
     return SlurmNodeView("n", busy=busy, drain=False, responding=responding, state=state)
+
+
+def drain_step(nodes: dict[str, SlurmNodeView] | None, registered: bool | None) -> DeletionStep:
+    """deletionPolicy Drain, not forced, slurmctld's pod running."""
+    return plan_deletion(
+        policy="Drain",
+        forced=False,
+        slurm_nodes=nodes,
+        controller_running=True,
+        registered=registered,
+    )
 
 
 WRITTEN = {"observedGeneration": 1}
@@ -57,14 +68,7 @@ def test_slurmd_registered_is_set_once_a_slurmd_is_seen_and_never_cleared(
 def test_a_silent_slurm_holds_the_deletion_only_if_a_slurmd_ever_registered(
     registered: bool | None, proceed: bool
 ) -> None:
-    step = plan_deletion(
-        policy="Drain",
-        forced=False,
-        slurm_nodes=None,
-        controller_running=True,
-        registered=registered,
-    )
-    assert step.proceed is proceed
+    assert drain_step(None, registered).proceed is proceed
 
 
 @given(st.booleans(), st.booleans())
@@ -72,14 +76,7 @@ def test_a_busy_node_holds_the_deletion_whatever_was_recorded(
     registered: bool, responding: bool
 ) -> None:
     busy = {"n": view("allocated", busy=True, responding=responding)}
-    step = plan_deletion(
-        policy="Drain",
-        forced=False,
-        slurm_nodes=busy,
-        controller_running=True,
-        registered=registered,
-    )
-    assert not step.proceed
+    assert not drain_step(busy, registered).proceed
 
 
 OBSERVATIONS = st.one_of(

@@ -31,25 +31,16 @@ answers).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final, Protocol
+from typing import Final
 
 from slurmkube.api import well_known as wk
-from slurmkube.plan.autoscale import UP
+from slurmkube.plan.autoscale import UP, PowerNode
 
 LOST_REASON: Final = f"{wk.DRAIN_REASON_PREFIX} slurmd pod lost while a job ran"
 
 
-class LostNode(Protocol):
-    @property
-    def busy(self) -> bool: ...
-    @property
-    def down(self) -> bool: ...
-    @property
-    def power(self) -> str: ...
-
-
 def lost_while_busy(
-    created: Iterable[str], slurm_nodes: Mapping[str, LostNode] | None
+    created: Iterable[str], slurm_nodes: Mapping[str, PowerNode] | None
 ) -> tuple[str, ...]:
     """Of the nodes whose slurmd pod the plan creates, those whose job died with
     the pod before: busy, powered up and not DOWN in Slurm (None: Slurm silent)."""
