@@ -212,11 +212,17 @@ def test_kueue_topology_and_flavors_follow_the_cluster(
     )
     assert flavor["spec"]["topologyName"] == name
     assert flavor["spec"]["nodeLabels"] == {"e2e.slurmkube.io/fleet": "gpu"}
-    # Slurm never runs on these kwok nodes, so deletionPolicy Drain would wait for an
-    # answer for ever now that slurmctld's claim binds and its pod runs: the
-    # documented force (this test is about the Kueue objects).
-    force = {"metadata": {"annotations": {"slurmkube.io/force-delete": "true"}}}
-    kube.patch(API, "SlurmCluster", "gpu", force, namespace)
+    # Slurm never runs on these kwok nodes: no slurmd ever registered, so the
+    # deletion (deletionPolicy Drain, not forced) has no job to wait for.
+    wait_for(
+        kube,
+        API,
+        "SlurmCluster",
+        "gpu",
+        lambda o: (o.get("status") or {}).get("slurmdRegistered") is False,
+        namespace=namespace,
+        timeout=60,
+    )
     kube.delete(API, "SlurmCluster", "gpu", namespace=namespace)
     wait_gone(kube, "kueue.x-k8s.io/v1beta2", "Topology", name, timeout=60)
 

@@ -300,3 +300,26 @@ def test_an_image_of_an_unsupported_release_is_an_invalid_spec_in_status() -> No
     )
     assert condition.message.startswith("SlurmCluster test spec.image: ")
     assert "spec.slurm.version" in condition.message
+
+
+@pytest.mark.parametrize(
+    ("pods", "gpu_0004", "down_lost"),
+    [
+        # Its pod lost under a job: DOWN before the pod is made again.
+        (NODES[:3], SlurmNodeView("gpu-0004", busy=True, drain=False), ("gpu-0004",)),
+        # Lost while idle: just made again.
+        (NODES[:3], idle("gpu-0004"), ()),
+        # Its pod is there: nothing to tell Slurm.
+        (NODES, SlurmNodeView("gpu-0004", busy=True, drain=False), ()),
+        # Slurm silent: nothing known, nothing set.
+        (NODES[:3], None, ()),
+    ],
+)
+def test_a_busy_node_whose_pod_is_made_again_is_set_down_first(
+    pods: tuple[str, ...], gpu_0004: SlurmNodeView | None, down_lost: tuple[str, ...]
+) -> None:
+    slurm = None if gpu_0004 is None else {n: idle(n) for n in NODES[:3]} | {"gpu-0004": gpu_0004}
+    plan = plan_cluster(observed(pods=pods, slurm=slurm))
+    assert plan.down_lost == down_lost
+    created = {p["metadata"]["labels"]["slurmkube.io/node"] for p in plan.create_pods}
+    assert set(down_lost) <= created

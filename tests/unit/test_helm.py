@@ -63,6 +63,7 @@ HANDLERS = "controllers/handlers.py"
 CACHES = "controllers/caches.py"
 LENDING = "controllers/lending.py"
 APPLY = "controllers/apply.py"
+DELETION = "controllers/deletion.py"
 POLICY = "controllers/policy.py"
 POLICY_APPLY = "controllers/policy_apply.py"
 UPGRADE_OBSERVE = "controllers/upgrade_observe.py"
@@ -185,8 +186,8 @@ KUEUE_CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     **{
         ("kueue.x-k8s.io", kind): {
             **applied(APPLY, "for obj in plan.kueue_objects:"),
-            "list": Caller(HANDLERS, 'kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)'),
-            "delete": Caller(HANDLERS, 'kube.delete("kueue.x-k8s.io/v1beta2", kind'),
+            "list": Caller(DELETION, 'kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)'),
+            "delete": Caller(DELETION, 'kube.delete("kueue.x-k8s.io/v1beta2", kind'),
         }
         for kind in ("resourceflavors", "topologies")
     },

@@ -134,6 +134,10 @@ class SlurmClusterStatus(LenientModel):
     """Nodes the config leaves out or holds (the first 1000; NodesValid counts them all)."""
     health: HealthStatus | None = None
     upgrade: UpgradeStatus | None = None
+    slurmd_registered: bool | None = Field(None, alias="slurmdRegistered")
+    """A slurmd of this cluster has registered with its slurmctld, as the operator saw
+    (set once, never cleared). False: none has since the cluster was created, so no
+    job can run on it; absent: not known (status written by an older operator)."""
 
 
 class AutoscalingStatus(LenientModel):

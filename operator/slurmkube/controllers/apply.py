@@ -25,6 +25,7 @@ from slurmkube.controllers.upgrade_apply import apply_maintenance
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import undrain_candidates
 from slurmkube.plan.events import aggregate
+from slurmkube.plan.lost_pods import LOST_REASON
 from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.reconfigure import (
     ConfigClock,
@@ -38,7 +39,7 @@ from slurmkube.plan.reconfigure import (
 from slurmkube.plan.topology_status import topology_applied
 from slurmkube.render.files import TOPOLOGY_CONF, TOPOLOGY_YAML
 from slurmkube.slurm.cli import CliClient
-from slurmkube.slurm.drain import drain, resume_if_ours
+from slurmkube.slurm.drain import down, drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient
 from slurmkube.slurm.rest import RestClient
@@ -95,7 +96,10 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
     for api_version, kind, name in plan.prune:
         kube.delete(api_version, kind, name, namespace)
     created: dict[str, list[str]] = {}
+    not_yet = down_lost_nodes(kube, snap, plan)
     for pod in plan.create_pods:
+        if pod["metadata"]["labels"][wk.LABEL_NODE] in not_yet:
+            continue
         node_set = pod["metadata"]["labels"][wk.LABEL_NODESET]
         kube.apply(pod, owner=snap.node_set_objs[node_set])
         created.setdefault(node_set, []).append(pod["metadata"]["labels"][wk.LABEL_NODE])
@@ -104,8 +108,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         reached(Step.SLURMD_POD_CREATED)
     for budget in plan.disruption_budgets:
         kube.apply(budget, owner=cluster_obj)
-    for pod_name, busy in sorted(plan.busy_labels.items()):
-        kube.merge_patch_pod(namespace, pod_name, busy_label_patch(busy))
+    patch_busy_labels(kube, namespace, plan.busy_labels)
     for node_set, nodes in created.items():
         kube.event(
             snap.node_set_objs[node_set],
@@ -155,6 +158,29 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         )
     )
     return conditions
+
+
+def down_lost_nodes(kube: Kube, snap: Snapshot, plan: Plan) -> set[str]:
+    """Set DOWN the nodes whose lost slurmd pod ran a job (plan/lost_pods.py), before
+    their pod is made again; returns those whose pod must wait (Slurm refused)."""
+    namespace = snap.cluster_obj["metadata"]["namespace"]
+    pods = {p["metadata"]["labels"][wk.LABEL_NODE]: p["metadata"]["name"] for p in plan.create_pods}
+    downed, waiting = [], set()
+    for node in plan.down_lost:
+        # Read now, not from the cache: a pod still there may still run the job.
+        if kube.get("v1", "Pod", pods[node], namespace) is not None:
+            continue
+        assert snap.slurm is not None  # down_lost comes from Slurm's answer
+        try:
+            down(snap.slurm, node, LOST_REASON)
+            downed.append(node)
+        except SlurmError as err:
+            log.warning("set down failed node=%s error=%s", node, err)
+            waiting.add(node)
+    if downed:
+        message = aggregate("set DOWN", "nodes whose slurmd pod was lost under a job", downed)
+        kube.event(snap.cluster_obj, "SlurmdLost", message, warning=True)
+    return waiting
 
 
 def drained_idle(slurm: SlurmClient, pods: Mapping[str, str]) -> list[str]:
@@ -316,3 +342,9 @@ def _reconfigure(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery)
         f"{config.window:.0f}s after the ConfigMap changed",
     )
     return [Condition("ConfigApplied", True, "Applied", f"config {wanted[:12]} in force")]
+
+
+def patch_busy_labels(kube: Kube, namespace: str, labels: Mapping[str, bool]) -> None:
+    """Each named slurmd pod's slurmkube.io/busy label, as Slurm shows its node."""
+    for pod_name, busy in sorted(labels.items()):
+        kube.merge_patch_pod(namespace, pod_name, busy_label_patch(busy))

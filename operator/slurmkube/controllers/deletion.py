@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 
 import kopf
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from pydantic import ValidationError
 
 from slurmkube.api import well_known as wk
@@ -40,6 +41,20 @@ def remove_slurmd_pods(kube: Kube, namespace: str, cluster: str) -> None:
         kube.delete("v1", "Pod", pod["metadata"]["name"], namespace)
 
 
+def remove_what_outlives(kube: Kube, namespace: str, cluster: str) -> None:
+    """What owner references do not take with the cluster: its slurmd pods (owned
+    by their NodeSets) and the cluster-scoped Kueue Topology and ResourceFlavors."""
+    remove_slurmd_pods(kube, namespace, cluster)
+    selector = f"{wk.LABEL_CLUSTER}={cluster},slurmkube.io/namespace={namespace}"
+    for kind in ("Topology", "ResourceFlavor"):
+        try:
+            objects = kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)
+        except ResourceNotFoundError:
+            continue
+        for obj in objects:
+            kube.delete("kueue.x-k8s.io/v1beta2", kind, obj["metadata"]["name"], None)
+
+
 def hold_while_jobs_run(kube: Kube, clients: SlurmClients, obj: Manifest) -> None:
     """Return when the cluster may go; raise kopf.TemporaryError while it waits."""
     meta = obj["metadata"]
@@ -59,6 +74,7 @@ def hold_while_jobs_run(kube: Kube, clients: SlurmClients, obj: Manifest) -> Non
         forced=(meta.get("annotations") or {}).get(wk.ANNOTATION_FORCE_DELETE) == "true",
         slurm_nodes=nodes,
         controller_running=_controller_running(kube, cluster),
+        registered=(obj.get("status") or {}).get("slurmdRegistered"),
     )
     for node in step.drain:
         assert slurm is not None

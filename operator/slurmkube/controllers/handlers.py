@@ -5,11 +5,13 @@ of its NodeSets, or a Node change the config would see (the label keys the
 specs read, resources, readiness, cordon; not heartbeats, not labels no config
 reads) adds the cluster's key to the queue, debounced by
 `spec.topology.debounceSeconds` (topology/debounce.py): a burst of label
-changes costs one reconcile. The queue (`controllers/queue.py`) holds every
-"when next": the 30 s resync and a pending config's next look come back as
-the reconcile's `requeue_after`, a failed reconcile is backed off. While a
-NodeSet autoscales, a second queue polls Slurm's node states (Slurm's power
-saving is no Kubernetes event) and adds the cluster's key when they changed.
+changes costs one reconcile; a slurmd pod gone adds it at once. The queue
+(`controllers/queue.py`) holds every "when next": the 30 s resync and a
+pending config's next look come back as the reconcile's `requeue_after`, a
+failed reconcile is backed off. A second queue polls Slurm's node states
+every 2 s for each cluster with slurmd pods (plan/slurm_poll.py): the busy
+labels follow a job start within the poll, and an autoscaled cluster's key is
+added when they changed (power saving is no Kubernetes event).
 Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
@@ -25,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
@@ -33,17 +34,17 @@ from slurmkube.api.models import TopologySpec
 from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
 from slurmkube.controllers.clients import SlurmClients
-from slurmkube.controllers.deletion import hold_while_jobs_run, remove_slurmd_pods
+from slurmkube.controllers.deletion import hold_while_jobs_run, remove_what_outlives
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.observe import (
     NodeEntry,
     Snapshot,
     observe,
     observe_rest,
-    slurm_nodes_changed,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.controllers.settings import Settings
+from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
 from slurmkube.kube.lease import LeaderLease
@@ -51,6 +52,7 @@ from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.plan.holds import early_delivery_safe, not_responding_since
 from slurmkube.plan.model import Plan, PodView
 from slurmkube.plan.reconfigure import ConfigClock, next_look
+from slurmkube.plan.slurm_poll import polled
 from slurmkube.render.config import SlurmConfig
 from slurmkube.topology.fleet import config_label_keys, node_changed
 
@@ -62,7 +64,7 @@ DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 # not hold up another's label change.
 WORKERS = 4
 # What added a cluster's key, for slurmkube_reconciles_total; the first present wins.
-TRIGGERS = ("cluster", "nodeset", "node", "lease", "poll")
+TRIGGERS = ("cluster", "nodeset", "node", "pod", "lease", "poll")
 
 Key = tuple[str, str]
 
@@ -75,6 +77,8 @@ class _Cluster:
     # The Node label keys its config reads; None until its first reconcile (all count).
     label_keys: frozenset[str] | None = None
     autoscaling: bool = False
+    # Its Slurm nodes are polled (plan.slurm_poll.polled).
+    polled: bool = False
     # slurmctld's update_time of the last full node read (the poll asks what changed since).
     nodes_read_at: int = 0
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
@@ -127,11 +131,17 @@ async def _reconcile_key(key: Key) -> Result:
 
 
 async def _poll_key(key: Key) -> Result:
-    """An autoscaled cluster's Slurm node states: reconcile when they changed."""
+    """A cluster's Slurm node states: busy labels follow them; an autoscaled
+    cluster reconciles when they changed."""
     memory = State.clusters.get(key)
-    if memory is None or not memory.autoscaling:
+    if memory is None or not memory.polled:
         return Result()
-    if await asyncio.to_thread(_slurm_changed, key, memory):
+    pods, since = caches.slurmd_pods_now(key), memory.nodes_read_at
+    step, read_at = await asyncio.to_thread(
+        poll_slurm, _kube(), State.clients, key, pods, since=since, autoscaling=memory.autoscaling
+    )
+    memory.nodes_read_at = max(memory.nodes_read_at, read_at)
+    if step.reconcile:
         _mark(key, "poll", debounce=False)
     return Result(requeue_after=State.settings.autoscale_poll_seconds)
 
@@ -226,17 +236,7 @@ def cluster_deleted(namespace: str | None, name: str, body: kopf.Body, **_: Any)
     leader_only(State.lease, "SlurmCluster", namespace, name)
     kube = _kube()
     hold_while_jobs_run(kube, State.clients, dict(body))
-    remove_slurmd_pods(kube, wk.namespace_or_default(namespace), name)
-    selector = (
-        f"{wk.LABEL_CLUSTER}={name},slurmkube.io/namespace={wk.namespace_or_default(namespace)}"
-    )
-    for kind in ("Topology", "ResourceFlavor"):
-        try:
-            objects = kube.list("kueue.x-k8s.io/v1beta2", kind, None, selector)
-        except ResourceNotFoundError:
-            continue
-        for obj in objects:
-            kube.delete("kueue.x-k8s.io/v1beta2", kind, obj["metadata"]["name"], None)
+    remove_what_outlives(kube, wk.namespace_or_default(namespace), name)
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
@@ -269,6 +269,16 @@ def node_set_deleted(namespace: str | None, name: str, spec: kopf.Spec, **_: Any
         raise kopf.TemporaryError(f"{len(left)} slurmd pods still draining", delay=5)
 
 
+@kopf.on.event("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"})
+def slurmd_pod_event(
+    type: str | None, namespace: str | None, labels: kopf.Labels, **_: Any
+) -> None:
+    """A slurmd pod gone (its node failed, a forced delete): made again at once, its
+    node set DOWN first if Slurm shows a job there (plan/lost_pods.py)."""
+    if type == "DELETED" and labels.get(wk.LABEL_CLUSTER):
+        _mark((wk.namespace_or_default(namespace), labels[wk.LABEL_CLUSTER]), "pod", debounce=False)
+
+
 @kopf.on.event("", "v1", "nodes")
 def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """A node that appeared, went, or changed what a config reads marks every
@@ -288,10 +298,6 @@ async def reconcile_now(key: Key) -> None:
     user waits on (the Kueue bridge's lease labels)."""
     if key in State.clusters:
         _mark(key, "lease", debounce=False)
-
-
-def _slurm_changed(key: Key, memory: _Cluster) -> bool:
-    return slurm_nodes_changed(_kube(), *key, State.clients, memory.nodes_read_at)
 
 
 def _deliver(kube: Kube, snap: Snapshot, memory: _Cluster, configured: Configured | Plan) -> str:
@@ -368,8 +374,11 @@ def reconcile(
         raise
     memory.label_keys = config_label_keys(snap.observed.bundle)
     memory.autoscaling = bool(plan.scaling)
+    memory.polled = polled(
+        autoscaling=memory.autoscaling, pods=len(pods), creating=len(plan.create_pods)
+    )
     memory.nodes_read_at = snap.nodes_read_at
-    if memory.autoscaling:
+    if memory.polled:
         POLLS.add(key, State.settings.autoscale_poll_seconds)
     requeue = RESYNC_SECONDS
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):

@@ -297,22 +297,37 @@ def _pending_gpus(slurm: RestClient) -> dict[str, int]:
     return dict(sorted(demand.items()))
 
 
-def slurm_nodes_changed(
+@dataclass(frozen=True, slots=True)
+class NodesRead:
+    """The poll's read of Slurm's nodes (plan/slurm_poll.py)."""
+
+    # A node changed since the last read, or Slurm cannot say none did.
+    changed: bool
+    # The nodes, read when they changed (None: not read, or Slurm silent).
+    nodes: dict[str, SlurmNodeView] | None = None
+    # slurmctld's update_time of this read (0: none).
+    read_at: int = 0
+
+
+def read_changed_nodes(
     kube: Kube, namespace: str, name: str, clients: SlurmClients, since: int
-) -> bool:
-    """Whether Slurm changed any node since `since` (the last full read's
+) -> NodesRead:
+    """Slurm's nodes if any changed since `since` (the last full read's
     update_time): one REST call whose answer, when nothing changed, does not grow
-    with the fleet. True when it cannot be told (then reconcile anyway)."""
+    with the fleet; the full list only when something did."""
     cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
-    if cluster_obj is None or not since:
-        return True
+    if cluster_obj is None:
+        return NodesRead(True)
     slurm = clients.rest(kube, from_object(SlurmCluster, cluster_obj))
     if slurm is None:
-        return True
+        return NodesRead(True)
     try:
-        return slurm.nodes_changed_since(since)
+        if since and not slurm.nodes_changed_since(since):
+            return NodesRead(False)
+        listed = slurm.node_list()
     except SlurmError:
-        return True
+        return NodesRead(True)
+    return NodesRead(True, {n.name: slurm_view(n) for n in listed.nodes}, listed.update_time)
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:

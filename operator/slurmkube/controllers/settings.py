@@ -106,7 +106,8 @@ class Settings:
     identity: str = field(default_factory=socket.gethostname)
     # How long the config reloader may take before the operator reconfigures itself.
     propagation_seconds: float = 90.0
-    # How often an autoscaled cluster's Slurm node states are read.
+    # How often the Slurm node states of a cluster with slurmd pods are polled
+    # (busy labels; autoscaling reconciles).
     autoscale_poll_seconds: float = 2.0
     # How often the live goodput exporter reads each cluster (controllers/goodput.py).
     goodput_seconds: float = 15.0

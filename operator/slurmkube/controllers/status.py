@@ -19,6 +19,7 @@ from slurmkube.plan.conditions import (
     reconcile_failed,
     timestamp,
 )
+from slurmkube.plan.deletion import slurmd_registered
 from slurmkube.plan.health_state import CIRCUIT_CONDITION
 from slurmkube.plan.model import Condition, Plan
 from slurmkube.plan.status import (
@@ -54,6 +55,7 @@ def write_status(kube: Kube, snap: Snapshot, plan: Plan, conditions: list[Condit
         "gpus": gpu_counts(slurm_nodes, all_members),
         "nodeProblems": node_problems_status(plan),
         "upgrade": upgrade_status(plan.upgrade),
+        "slurmdRegistered": slurmd_registered(cluster_obj.get("status"), snap.observed.slurm_nodes),
     }
     if plan.slurm_version:
         status["slurmVersion"] = plan.slurm_version

@@ -43,6 +43,7 @@ from slurmkube.plan.holds import (
     is_stale,
 )
 from slurmkube.plan.holds import overdue as overdue_nodes
+from slurmkube.plan.lost_pods import lost_while_busy
 from slurmkube.plan.model import (
     Condition,
     Observed,
@@ -216,6 +217,9 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         scaling=scaling,
         hold=hold,
         busy_labels=busy_labels(observed.pods, observed.slurm_nodes),
+        down_lost=lost_while_busy(
+            (m["metadata"]["labels"][wk.LABEL_NODE] for m in create), observed.slurm_nodes
+        ),
         ready_node_share=cluster.spec.ready_node_share,
         upgrade=upgrade.status,
         maintenance=upgrade.reservations,

@@ -7,6 +7,18 @@ is drained first, nothing new starts, and the deletion waits until
 its jobs end; the force annotation or `deletionPolicy: Delete` skips the wait.
 When the slurmctld pod itself is gone or being deleted (its namespace is going)
 no job can be kept and the deletion goes on.
+
+Slurm silent while its slurmctld pod runs: a job can run only on a slurmd that
+registered with that slurmctld, so the deletion waits only if one ever did.
+The operator records that in `status.slurmdRegistered` (`slurmd_registered`):
+false from the cluster's first status, true from the first read of Slurm that
+shows a node registered (responding, not powered down) or busy, and never
+cleared. A cluster whose slurmd never registered (slurmctld never came up, or
+its pods sit on nodes that run no container) is deleted at once. The field
+absent (status written by an older operator, Slurm silent since) is not known:
+the deletion waits as before. What the field cannot see: a slurmd that
+registered, ran a job and lost slurmctld between two reads of Slurm (the 2 s
+poll, a reconcile) of an operator that never got an answer since.
 """
 
 from __future__ import annotations
@@ -29,15 +41,35 @@ class DeletionStep:
     drain: tuple[str, ...] = ()
 
 
+def slurmd_registered(
+    status: Mapping[str, Any] | None, slurm_nodes: Mapping[str, SlurmNodeView] | None
+) -> bool | None:
+    """`status.slurmdRegistered` after a reconcile that read `slurm_nodes` (None: Slurm
+    did not answer), from the status the cluster had (None: none written yet)."""
+    before = (status or {}).get("slurmdRegistered")
+    if before is True:
+        return True
+    if slurm_nodes is not None:
+        return any(
+            v.busy or (v.responding and v.state not in ("cloud", "down"))
+            for v in slurm_nodes.values()
+        )
+    if before is False or not (status or {}).get("observedGeneration"):
+        return False
+    return None
+
+
 def plan_deletion(
     *,
     policy: str,
     forced: bool,
     slurm_nodes: Mapping[str, SlurmNodeView] | None,
     controller_running: bool,
+    registered: bool | None = None,
 ) -> DeletionStep:
     """The next step of a SlurmCluster's deletion. `slurm_nodes` None: Slurm did not
-    answer; `controller_running`: the slurmctld pod runs and is not being deleted."""
+    answer; `controller_running`: the slurmctld pod runs and is not being deleted;
+    `registered`: status.slurmdRegistered (False: no slurmd ever registered)."""
     force = f"annotate {wk.ANNOTATION_FORCE_DELETE}=true to delete now (running jobs die)"
     if policy == "Delete":
         return DeletionStep(True, "deletionPolicy Delete")
@@ -45,6 +77,8 @@ def plan_deletion(
         return DeletionStep(True, f"forced by {wk.ANNOTATION_FORCE_DELETE}")
     if not controller_running:
         return DeletionStep(True, "slurmctld is gone or going: no job can be kept")
+    if slurm_nodes is None and registered is False:
+        return DeletionStep(True, "no slurmd ever registered with slurmctld: no job can run")
     if slurm_nodes is None:
         return DeletionStep(False, f"Slurm does not answer, jobs may run; waiting; {force}")
     busy = sorted(n for n, v in slurm_nodes.items() if v.busy)

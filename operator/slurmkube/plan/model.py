@@ -137,6 +137,9 @@ class Plan:
     ready_node_share: float = 1.0
     # slurmd pod -> the value its slurmkube.io/busy label must take (changes only).
     busy_labels: Mapping[str, bool] = field(default_factory=dict)
+    # Nodes set DOWN before their slurmd pod is made again: Slurm shows a job the
+    # lost pod took with it (plan/lost_pods.py).
+    down_lost: tuple[str, ...] = ()
     conditions: tuple[Condition, ...] = ()
     # Per NodeSet: the nodes that should run slurmd, and every node it selects
     # (the rest of `members` is State=CLOUD in slurm.conf).

@@ -18,7 +18,7 @@ from slurmkube.slurm.arguments import drain_reason, is_ours
 from slurmkube.slurm.models import NodeStateChange
 from slurmkube.slurm.protocol import SlurmClient
 
-__all__ = ["drain", "is_ours", "resume_if_ours"]
+__all__ = ["down", "drain", "is_ours", "resume_if_ours"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,13 @@ def drain(client: SlurmClient, node: str, reason: str) -> None:
     """Drain `node` with `reason` under slurmkube's prefix (added if missing)."""
     client.update_node_state(node, NodeStateChange.DRAIN, drain_reason(reason))
     log.info("drained node=%s", node)
+
+
+def down(client: SlurmClient, node: str, reason: str) -> None:
+    """Set `node` DOWN with `reason` under slurmkube's prefix: slurmctld ends its
+    jobs as on a node failure (scontrol(1), State=DOWN)."""
+    client.update_node_state(node, NodeStateChange.DOWN, drain_reason(reason))
+    log.info("set down node=%s", node)
 
 
 def resume_if_ours(client: SlurmClient, node: str) -> bool:
