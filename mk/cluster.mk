@@ -18,7 +18,7 @@
 #                        fake GPUs to the running cluster; `make cluster-up REAL_NODES=4`
 #                        does it as part of cluster-up (docs/local-kubernetes.md)
 #   make real-nodes-build  kubelet (in slurmkube-k8s), containerd; runc and CNI from Debian
-#   make test-real-nodes   e2e/tests/test_real_nodes.py on them (not in `make test` yet)
+#   make test-real-nodes   the real-node tests alone (test_real_nodes.py, test_real_node_cluster.py)
 #
 # FLEET="--nvl-domains 4 --nodes-per-domain 18" changes the simulated fleet of cluster-up.
 
@@ -59,12 +59,14 @@ cluster-down: venv
 cluster-status: venv
 	@$(E2E_TOOL) status
 
-# The real-node tests run under `make test-real-nodes` (not yet in `make test`);
-# the full fault-injection suite (marker chaos) under `make chaos` (mk/chaos.mk).
+# Four real nodes join the cluster (kubelets on containerd 2.x) for the real-node
+# tests; the full fault-injection suite (marker chaos) runs under `make chaos`
+# (mk/chaos.mk). --durations: the slowest tests, for CI's budget.
+e2e-local: REAL_NODES = 4
 e2e-local: $(E2E_IMAGES) cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
 		$(if $(E2E_SLURM),SLURMKUBE_E2E_SLURM=$(E2E_SLURM)) \
-		$(PY) -m pytest $(E2E_TESTS) -q --ignore=e2e/tests/test_real_nodes.py -m "not chaos and not coldfront and not extended" \
+		$(PY) -m pytest $(E2E_TESTS) -q --durations=30 -m "not chaos and not coldfront and not extended" \
 		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
 	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
@@ -92,7 +94,7 @@ real-nodes: venv real-nodes-build
 
 test-real-nodes: real-nodes
 	KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
-		$(PY) -m pytest e2e/tests/test_real_nodes.py -q
+		$(PY) -m pytest e2e/tests/test_real_nodes.py e2e/tests/test_real_node_cluster.py -q
 
 real-nodes-status: venv
 	@$(E2E_TOOL) real-nodes-status

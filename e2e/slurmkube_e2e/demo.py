@@ -35,6 +35,7 @@ RELEASE = "slurmkube"
 OPERATOR_NAMESPACE = "slurmkube-system"
 # `make images` tags its images localhost/slurmkube/<name>; the chart wants a source named.
 LOCAL_IMAGE_REGISTRY = "localhost/slurmkube"
+METRICS_PORT = 9090  # the chart's metrics.port
 ON_REAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
 NAMESPACE = "slurm-demo"
 CLUSTER = "demo"
@@ -143,7 +144,17 @@ def up(layout: Layout) -> int:
     )
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     print(f"demo: the operator runs in its pod ({image})", flush=True)
-    prometheus = demo_goodput.start_prometheus(layout, _demo_dir(layout), OPERATOR_NAMESPACE)
+    pods = kube.list(
+        "v1",
+        "Pod",
+        namespace=OPERATOR_NAMESPACE,
+        label_selector=f"app.kubernetes.io/name={RELEASE}",
+    )
+    ready = [p["status"]["podIP"] for p in pods if (p.get("status") or {}).get("podIP")]
+    if not ready:
+        raise DemoError(f"no operator pod with an address in {OPERATOR_NAMESPACE}")
+    target = f"{ready[0]}:{METRICS_PORT}"
+    prometheus = demo_goodput.start_prometheus(layout, _demo_dir(layout), target)
     print(f"demo: prometheus {prometheus} scrapes the operator pod's /metrics", flush=True)
 
     if kube.get("v1", "Namespace", NAMESPACE) is None:
@@ -179,7 +190,7 @@ def up(layout: Layout) -> int:
             f"{title}: kubectl {' '.join(args)}", kubectl(layout.kubectl, layout.kubeconfig, args)
         )
     _section("sinfo --version (in the slurmctld pod)", in_ctld("sinfo", "--version"))
-    _section("slurmctld's user", in_ctld("ps", "-o", "user,uid,args", "-C", "slurmctld"))
+    _section("slurmctld's user", in_ctld("ps", "-eo", "user,uid,args"))
     _section("sinfo (in the slurmctld pod)", in_ctld("sinfo", "-N", "-l"))
     topology = in_ctld("scontrol", "show", "topology")
     _section("scontrol show topology", topology)

@@ -42,30 +42,13 @@ def prometheus_process(layout: Layout, demo_dir: Path) -> processes.Process:
     )
 
 
-def start_prometheus(layout: Layout, demo_dir: Path, namespace: str) -> str:
-    """Prometheus scraping the operator pod's `metrics` port every 2 s, found the way
-    a Prometheus in the cluster finds it (pod discovery); its URL once it is ready."""
+def start_prometheus(layout: Layout, demo_dir: Path, target: str) -> str:
+    """Prometheus scraping the operator pod's /metrics (`target`, host:port) every 2 s;
+    its URL once it is ready. A static target: Debian's Prometheus is built
+    without Kubernetes service discovery, and the host reaches pod addresses."""
     config = {
         "global": {"scrape_interval": f"{SCRAPE_SECONDS}s"},
-        "scrape_configs": [
-            {
-                "job_name": "slurmkube",
-                "kubernetes_sd_configs": [
-                    {
-                        "role": "pod",
-                        "kubeconfig_file": str(layout.kubeconfig),
-                        "namespaces": {"names": [namespace]},
-                    }
-                ],
-                "relabel_configs": [
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                        "regex": "metrics",
-                        "action": "keep",
-                    }
-                ],
-            }
-        ],
+        "scrape_configs": [{"job_name": "slurmkube", "static_configs": [{"targets": [target]}]}],
     }
     demo_dir.mkdir(parents=True, exist_ok=True)
     (demo_dir / "prometheus.yml").write_text(yaml.safe_dump(config))

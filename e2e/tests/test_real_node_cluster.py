@@ -126,8 +126,11 @@ def test_every_pod_runs_on_a_real_node_from_the_built_image(
 def test_slurmctld_runs_as_the_images_user_with_its_state_on_a_bound_claim(
     kube: Kube, cluster: str
 ) -> None:
-    users = in_ctld(cluster, "ps", "-o", "uid=,args=", "-C", "slurmctld").split()
-    assert users[0] == SLURM_UID, users
+    processes = [
+        line.split(None, 1) for line in in_ctld(cluster, "ps", "-eo", "uid=,args=").splitlines()
+    ]
+    daemons = [uid for uid, args in processes if args.startswith("slurmctld ")]
+    assert daemons == [SLURM_UID], processes
     claim = kube.get("v1", "PersistentVolumeClaim", f"state-{CTLD}", namespace=cluster)
     assert claim is not None and claim["status"]["phase"] == "Bound", claim
     state = in_ctld(cluster, "stat", "-c", "%u", "/var/spool/slurmctld").strip()

@@ -13,7 +13,9 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator_cluster import docs, in_ctld, job_state, ready_cluster, wait_job
 from slurmkube_e2e.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+# `make e2e-extended`: test_real_node_cluster.py runs the same judgement in
+# `make test` on real kubelets, with a hostPath PersistentVolume.
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 CTLD = "local-slurmctld-0"
 
 

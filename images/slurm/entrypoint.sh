@@ -101,14 +101,18 @@ if [[ $role == slurmd ]] && ((uid == 0)); then
     chown root:root "$run_dir"
   fi
 fi
+# By its full path: sackd re-executes argv[0] when slurmctld asks it to
+# reconfigure, and execv() does not search PATH (a bare name fails, the
+# container exits).
+daemon=$(command -v "$role") || die "$role is not installed in this image"
 if ((uid == want_uid)); then
-  exec "$role" "${args[@]}" "$@"
+  exec "$daemon" "${args[@]}" "$@"
 elif ((uid == 0)); then
   # --init-groups: the account's groups only, none inherited from root.
-  exec setpriv --reuid="$user" --regid="$user" --init-groups -- "$role" "${args[@]}" "$@"
+  exec setpriv --reuid="$user" --regid="$user" --init-groups -- "$daemon" "${args[@]}" "$@"
 elif [[ $role == slurmrestd ]] && ((uid != $(id -u slurm))); then
   # Any unprivileged uid other than SlurmUser is acceptable to slurmrestd.
-  exec "$role" "${args[@]}" "$@"
+  exec "$daemon" "${args[@]}" "$@"
 else
   die "$role must run as $user (uid $want_uid), not uid $uid: set the pod's runAsUser to $want_uid"
 fi
