@@ -129,7 +129,7 @@ def test_slurmctld_runs_as_the_images_user_with_its_state_on_a_bound_claim(
     processes = [
         line.split(None, 1) for line in in_ctld(cluster, "ps", "-eo", "uid=,args=").splitlines()
     ]
-    daemons = [uid for uid, args in processes if args.startswith("slurmctld ")]
+    daemons = [uid for uid, args in processes if args.split()[0].rsplit("/", 1)[-1] == "slurmctld"]
     assert daemons == [SLURM_UID], processes
     claim = kube.get("v1", "PersistentVolumeClaim", f"state-{CTLD}", namespace=cluster)
     assert claim is not None and claim["status"]["phase"] == "Bound", claim
@@ -214,7 +214,8 @@ def test_a_job_outlives_its_slurmctld_pod(kube: Kube, cluster: str) -> None:
     wait_for(
         kube, "v1", "Pod", CTLD,
         lambda p: p["metadata"]["uid"] != old["metadata"]["uid"]
-        and all(c.get("ready") for c in p.get("status", {}).get("containerStatuses", [])),
+        and bool(statuses := p.get("status", {}).get("containerStatuses"))
+        and all(c.get("ready") for c in statuses),
         namespace=cluster, timeout=180,
     )  # fmt: skip
     print(f"\nslurmctld pod deleted -> the new pod Ready: {time.monotonic() - deleted:.1f}s")
