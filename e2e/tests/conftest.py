@@ -27,6 +27,8 @@ from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB, running_mariadb
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
 from slurmkube_e2e.operator_identity import operator_kubeconfig
+from slurmkube_e2e.realnode_config import RealNode
+from slurmkube_e2e.realnodes import RealNodes
 from slurmkube_e2e.replicas import LEASE_ENV, Replica
 from slurmkube_e2e.waiting import wait_for
 
@@ -74,6 +76,15 @@ def gpu_nodes(kube: Kube) -> list[Manifest]:
     nodes = kube.list("v1", "Node", label_selector=fleet.CLIQUE_LABEL)
     if not nodes:
         pytest.fail("cluster has no GPU nodes: `slurmkube-e2e fleet` (make cluster-up makes some)")
+    return nodes
+
+
+@pytest.fixture(scope="session")
+def real_nodes() -> list[RealNode]:
+    """The real kubelet nodes `make e2e-local` (or `make real-nodes`) started."""
+    nodes = RealNodes(Layout.from_env()).saved()
+    if not nodes:
+        pytest.skip("no real nodes started: `make real-nodes` (or cluster-up REAL_NODES=4)")
     return nodes
 
 

@@ -444,7 +444,11 @@ def test_runtime_down_leaves_no_process_namespace_or_mount(kube: Kube, slurm_clu
             for p in Path("/proc").iterdir()
             if p.name.isdigit()
         ), "a Slurm daemon of a pod survived runtime down"
-        assert not Path(f"/sys/class/net/{rt.BRIDGE}").exists()
+        # The bridge stays only while the real nodes' uplinks are attached to it.
+        ports = Path(f"/sys/class/net/{rt.BRIDGE}/brif")
+        assert not Path(f"/sys/class/net/{rt.BRIDGE}").exists() or all(
+            not p.name.startswith(rt.VETH_PREFIX) for p in ports.iterdir()
+        )
         assert not [n for n in os.listdir("/sys/class/net") if n.startswith(rt.VETH_PREFIX)]
         assert str(layout.pods) not in Path("/proc/self/mountinfo").read_text()
         assert not layout.pods.exists() or not any(layout.pods.iterdir())

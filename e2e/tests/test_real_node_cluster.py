@@ -22,7 +22,6 @@ from slurmkube_e2e.kubectl import kubectl as run_kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
-from slurmkube_e2e.realnodes import RealNodes
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
@@ -66,14 +65,6 @@ def docs(namespace: str, replicas: int) -> list[dict[str, Any]]:
             },
         },
     ]
-
-
-@pytest.fixture(scope="module")
-def real_nodes() -> list[RealNode]:
-    nodes = RealNodes(Layout.from_env()).saved()
-    if not nodes:
-        pytest.skip("no real nodes started: `make real-nodes` (or cluster-up REAL_NODES=4)")
-    return nodes
 
 
 def kubectl(*argv: str) -> str:

@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 from slurmkube_runtime.layout import AGENT_POOL, BRIDGE_IP, SUBNET
 
 from slurmkube_e2e import fleet
+from slurmkube_e2e.cluster import SERVICE_CIDR
 from slurmkube_e2e.realnode_config import (
     MAX_REAL_NODES,
     PAUSE_IMAGE,
     REAL_NODE_TAINT,
     cni_config,
     containerd_config,
+    kube_proxy_config,
     kubelet_args,
     kubelet_config,
     node_labels,
@@ -94,15 +96,18 @@ def test_cni_config_hands_out_only_the_nodes_pod_range() -> None:
     node = real_nodes(4)[2]
     conf = json.loads(cni_config(node, NODE_DIR))
     (bridge,) = conf["plugins"]
-    assert bridge["isGateway"] is False and bridge["ipMasq"] is False
+    # The node is its pods' gateway to the Service range only (kube-proxy), no NAT.
+    assert bridge["isGateway"] is True and bridge["ipMasq"] is False
     (rng,) = bridge["ipam"]["ranges"][0:1]
     assert rng == [
         {
             "subnet": str(SUBNET),
             "rangeStart": str(node.pod_range[0]),
             "rangeEnd": str(node.pod_range[1]),
+            "gateway": str(node.ip),
         }
     ]
+    assert bridge["ipam"]["routes"] == [{"dst": SERVICE_CIDR}]
     assert bridge["ipam"]["dataDir"] == f"{NODE_DIR}/cni-ipam"
 
 
@@ -113,3 +118,13 @@ def test_the_last_node_is_named_with_dots_like_an_eks_node(count: int) -> None:
     assert dotted == [nodes[-1].name]
     assert re.fullmatch(r"ip-10-250-\d+-\d+\.ec2\.internal", dotted[0]), dotted
     assert len({n.netns for n in nodes}) == count
+
+
+def test_kube_proxy_masquerades_every_service_connection_as_its_node() -> None:
+    node = real_nodes(4)[-1]
+    cfg = kube_proxy_config(node, NODE_DIR)
+    assert cfg["mode"] == "iptables" and cfg["hostnameOverride"] == node.name
+    assert cfg["iptables"]["masqueradeAll"] is True
+    # Host-wide conntrack settings are not a node's to change.
+    assert cfg["conntrack"]["maxPerCore"] == 0
+    assert cfg["clientConnection"]["kubeconfig"] == f"{NODE_DIR}/kube-proxy.kubeconfig"

@@ -19,7 +19,7 @@ from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
-from slurmkube_e2e.realnodes import GPU_RESOURCE, RealNodes
+from slurmkube_e2e.realnodes import GPU_RESOURCE
 from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -28,14 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/slurmkube/slurm:26.05"
 # Has python3 (for a listener); the Slurm image has bash (for /dev/tcp).
 OPERATOR_IMAGE = "localhost/slurmkube/operator:0.1.0"
-
-
-@pytest.fixture(scope="module")
-def real_nodes() -> list[RealNode]:
-    nodes = RealNodes(Layout.from_env()).saved()
-    if not nodes:
-        pytest.skip("no real nodes started: `make real-nodes` (or cluster-up REAL_NODES=4)")
-    return nodes
 
 
 def image_user(image: str) -> str:

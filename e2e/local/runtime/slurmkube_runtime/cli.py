@@ -79,14 +79,14 @@ def down(layout: RuntimeLayout) -> None:
     pid = processes.stop(proc, timeout=60)
     print(f"runtime-agent: {'stopped pid ' + str(pid) if pid else 'was not running'}")
     cleaned = cleanup_leftovers(layout)
-    sandbox.remove_bridge()
+    shared = not sandbox.remove_bridge()
     if cleaned:
         print(f"runtime: cleaned leftovers of a previous agent: {', '.join(cleaned)}")
     left = leftover_sandbox_pids()
     problems = []
     if left:
         problems.append(f"sandbox processes still running: {left}")
-    if sandbox.leftover_veths() or Path(f"/sys/class/net/{BRIDGE}").exists():
+    if sandbox.leftover_veths() or (not shared and Path(f"/sys/class/net/{BRIDGE}").exists()):
         problems.append(f"links left: {sandbox.leftover_veths()} {BRIDGE}")
     mounts = [
         line

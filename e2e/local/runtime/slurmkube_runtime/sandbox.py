@@ -185,9 +185,20 @@ def ensure_bridge() -> None:
     _run(["ip", "link", "set", BRIDGE, "up"])
 
 
-def remove_bridge() -> None:
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
-        _run(["ip", "link", "del", BRIDGE], check=False)
+def bridge_ports() -> list[str]:
+    brif = Path(f"/sys/class/net/{BRIDGE}/brif")
+    return sorted(p.name for p in brif.iterdir()) if brif.exists() else []
+
+
+def remove_bridge() -> bool:
+    """Deletes the slot's bridge unless something else of the test bed is still
+    attached (the real nodes' uplinks share it); whether it is gone."""
+    if not Path(f"/sys/class/net/{BRIDGE}").exists():
+        return True
+    if any(not port.startswith(VETH_PREFIX) for port in bridge_ports()):
+        return False
+    _run(["ip", "link", "del", BRIDGE], check=False)
+    return True
 
 
 def leftover_veths() -> list[str]:
