@@ -4,7 +4,8 @@ MariaDB, in a namespace of its own that is deleted afterwards."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -54,3 +55,17 @@ def accounted_cluster(
     finally:
         kube.delete("v1", "Namespace", namespace)
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+
+
+def sacct_state(in_ctld: Callable[..., str], job: str, timeout: float = 120) -> str:
+    """The job's state in sacct, polled until COMPLETED or `timeout`: records reach
+    slurmdbd asynchronously. `in_ctld(*argv)` runs a command in the slurmctld pod."""
+    deadline = time.monotonic() + timeout
+    state = "(no record)"
+    while True:
+        out = in_ctld("sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State")
+        rows = [line.split("|") for line in out.split() if line]
+        state = rows[0][1] if rows else state
+        if state == "COMPLETED" or time.monotonic() > deadline:
+            return state
+        time.sleep(2)

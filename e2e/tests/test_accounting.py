@@ -7,12 +7,12 @@ Secret and the operator's slurmdbd Secret, nowhere else.
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
-from slurmkube_e2e.accounting import accounted_cluster
+from slurmkube_e2e.accounting import accounted_cluster, sacct_state
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator_cluster import API, in_ctld, wait_job
@@ -26,17 +26,6 @@ def accounted(kube: Kube, operator: None, database: MariaDB) -> Iterator[str]:
         yield namespace
 
 
-def sacct_state(namespace: str, job: str, timeout: float = 90) -> str:
-    """Job records reach slurmdbd asynchronously: poll until sacct has this one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        out = in_ctld(namespace, "sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State")
-        rows = [line.split("|") for line in out.split() if line]
-        if (rows and rows[0][1] == "COMPLETED") or time.monotonic() > deadline:
-            return rows[0][1] if rows else "(no record)"
-        time.sleep(2)
-
-
 def test_slurmctld_registers_with_slurmdbd_and_sacct_shows_the_finished_job(
     kube: Kube, accounted: str
 ) -> None:
@@ -44,7 +33,7 @@ def test_slurmctld_registers_with_slurmdbd_and_sacct_shows_the_finished_job(
     assert "local" in clusters.split()
     job = in_ctld(accounted, "sbatch", "--parsable", "-N2", "--wrap", "srun true").strip()
     wait_job(accounted, job, {"COMPLETED"})
-    assert sacct_state(accounted, job) == "COMPLETED"
+    assert sacct_state(partial(in_ctld, accounted), job) == "COMPLETED"
 
 
 def test_the_database_password_is_only_in_secrets(

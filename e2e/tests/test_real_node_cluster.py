@@ -13,13 +13,16 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
+from slurmkube_e2e.accounting import sacct_state
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl as run_kubectl
 from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.mariadb import DATABASE, MariaDB
 from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
@@ -36,9 +39,16 @@ ON_REAL = {"e2e.slurmkube.io/fleet": "real"}
 TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def docs(namespace: str, replicas: int) -> list[dict[str, Any]]:
-    """Only placement is set beyond the defaults (the real nodes are tainted)."""
+def docs(namespace: str, replicas: int, database: MariaDB) -> list[dict[str, Any]]:
+    """Placement (the real nodes are tainted) and the accounting database are set
+    beyond the defaults."""
     return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db-login", "namespace": namespace},
+            "stringData": {"username": database.user, "password": database.password},
+        },
         {
             "apiVersion": API,
             "kind": "SlurmCluster",
@@ -47,7 +57,15 @@ def docs(namespace: str, replicas: int) -> list[dict[str, Any]]:
                 "image": IMAGE,
                 "controller": {"nodeSelector": ON_REAL, "tolerations": TOLERATE},
                 "login": {"replicas": 0},
-                "accounting": {"enabled": False},
+                "accounting": {
+                    "enabled": True,
+                    "database": {
+                        "host": database.host,
+                        "port": database.port,
+                        "name": DATABASE,
+                        "secretName": "db-login",
+                    },
+                },
                 "topology": {"blockSize": 2},
                 "deletionPolicy": "Delete",
                 "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
@@ -77,12 +95,14 @@ def in_ctld(namespace: str, *argv: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(kube: Kube, operator: None, real_nodes: list[RealNode]) -> Iterator[str]:
+def cluster(
+    kube: Kube, operator: None, real_nodes: list[RealNode], database: MariaDB
+) -> Iterator[str]:
     namespace = f"real-cluster-{int(time.time()) % 100000}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
     started = time.monotonic()
-    for doc in docs(namespace, len(real_nodes)):
+    for doc in docs(namespace, len(real_nodes), database):
         kube.apply(doc)
     wait_for(
         kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),
@@ -103,7 +123,8 @@ def test_every_pod_runs_on_a_real_node_from_the_built_image(
     kube: Kube, cluster: str, real_nodes: list[RealNode]
 ) -> None:
     pods = kube.list("v1", "Pod", namespace=cluster)
-    assert len(pods) == len(real_nodes) + 2, [p["metadata"]["name"] for p in pods]
+    # slurmd per node, slurmctld, slurmrestd, slurmdbd
+    assert len(pods) == len(real_nodes) + 3, [p["metadata"]["name"] for p in pods]
     for pod in pods:
         node = kube.get("v1", "Node", pod["spec"]["nodeName"])
         assert node is not None
@@ -218,3 +239,4 @@ def test_a_job_outlives_its_slurmctld_pod(kube: Kube, cluster: str) -> None:
         assert "JobState=RUNNING" in shown or "JobState=COMPLETING" in shown, shown
         assert time.monotonic() < deadline, shown
         time.sleep(2)
+    assert sacct_state(partial(in_ctld, cluster), job) == "COMPLETED"

@@ -1,0 +1,175 @@
+"""One concurrent quota over both schedulers (issue 20): team A's 8 GPUs hold for
+its Slurm and Kueue work together.
+
+Team A queues 16 GPUs of work on Slurm (four 1-node jobs of 4 GPUs on the real
+slurmd pods, accounting in slurmdbd over MariaDB) and 16 on Kueue (four Jobs of
+4 GPUs on kwok nodes). Sampled every second, its running GPUs on both together
+never exceed 8 (Slurm: its account's running jobs; Kueue: its Workloads holding
+quota), both queues drain, and the policy kills or preempts nothing: every
+Slurm job COMPLETED, no Workload evicted. In `make e2e-extended`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from slurmkube_e2e import fleet, policy
+from slurmkube_e2e.accounting import accounted_cluster
+from slurmkube_e2e.builders import make_job
+from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.mariadb import MariaDB
+from slurmkube_e2e.operator_cluster import API, in_ctld, job_state
+from slurmkube_e2e.policy import KUEUE, associations, gpus_of
+from slurmkube_e2e.waiting import eventually, has_condition
+
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
+
+SOURCE = "capped"
+QUOTA = 8
+GPUS_PER_JOB = 4
+JOBS_PER_SCHEDULER = 4
+RUNTIME_SECONDS = 25
+REACTION_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Teams:
+    a: str  # team names (ClusterQueues are cluster-scoped: unique per run)
+    b: str
+    ns_a: str
+    ns_b: str
+    flavor: str
+
+
+@pytest.fixture(scope="module")
+def cluster(kube: Kube, operator: None, database: MariaDB) -> Iterator[str]:
+    with accounted_cluster(kube, database, "e2e-cap", replicas=2) as namespace:
+        yield namespace
+
+
+@pytest.fixture(scope="module")
+def teams(kube: Kube, cluster: str, gpu_nodes: list[Manifest]) -> Iterator[Teams]:
+    suffix = secrets.token_hex(2)
+    product = gpu_nodes[0]["metadata"]["labels"][fleet.PRODUCT_LABEL]
+    flavor = f"cap-{suffix}"
+    kube.apply(
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {"nodeLabels": {fleet.PRODUCT_LABEL: product}},
+        }
+    )
+    submitter = in_ctld(cluster, "id", "-un").strip()
+    with policy.team_namespaces(kube, f"cap-{suffix}") as (ns_a, ns_b):
+        names = Teams(f"cap-a-{suffix}", f"cap-b-{suffix}", ns_a, ns_b, flavor)
+        source = {
+            "apiVersion": API,
+            "kind": "AllocationSource",
+            "metadata": {"name": SOURCE, "namespace": cluster},
+            "spec": {
+                "clusterRef": "local",
+                "cohort": f"fleet-{cluster}",
+                "resourceFlavor": flavor,
+                "inline": {
+                    "teams": [
+                        {
+                            "name": names.a,
+                            "gpus": QUOTA,
+                            "members": {"slurmUsers": [submitter], "namespaces": [ns_a]},
+                        },
+                        {
+                            "name": names.b,
+                            "gpus": 4,
+                            "members": {"slurmUsers": ["carol"], "namespaces": [ns_b]},
+                        },
+                    ]
+                },
+            },
+        }
+        kube.apply(source)
+        try:
+            eventually(
+                f"{names.a}'s association with {submitter}",
+                lambda: associations(cluster),
+                lambda a: (names.a, submitter) in a and gpus_of(a[(names.a, "")]) >= 0,
+                timeout=REACTION_SECONDS,
+            )
+            eventually(
+                f"ClusterQueue {names.a}",
+                lambda: kube.get(KUEUE, "ClusterQueue", names.a),
+                lambda q: q is not None and has_condition(q, "Active"),
+                timeout=REACTION_SECONDS,
+            )
+            yield names
+        finally:
+            kube.delete(API, "AllocationSource", SOURCE, namespace=cluster)
+    kube.delete(KUEUE, "ResourceFlavor", flavor)
+
+
+def kueue_gpus(kube: Kube, namespace: str) -> tuple[int, int]:
+    """(GPUs of Workloads holding quota and not finished, Workloads ever evicted)."""
+    held = evicted = 0
+    for workload in kube.list(KUEUE, "Workload", namespace=namespace):
+        if has_condition(workload, "Evicted") or has_condition(workload, "Preempted"):
+            evicted += 1
+        if has_condition(workload, "QuotaReserved") and not has_condition(workload, "Finished"):
+            held += GPUS_PER_JOB
+    return held, evicted
+
+
+def test_the_teams_running_gpus_on_both_schedulers_never_exceed_its_quota(
+    kube: Kube, cluster: str, teams: Teams
+) -> None:
+    started = time.monotonic()
+    slurm_jobs = [
+        in_ctld(
+            cluster, "sbatch", "--parsable", "-A", teams.a, "-N1", f"--gres=gpu:{GPUS_PER_JOB}",
+            "-t", "5", "--wrap", f"sleep {RUNTIME_SECONDS}",
+        ).strip()
+        for _ in range(JOBS_PER_SCHEDULER)
+    ]  # fmt: skip
+    for i in range(JOBS_PER_SCHEDULER):
+        kube.apply(
+            make_job(f"work-{i}", teams.a, GPUS_PER_JOB, runtime=f"{RUNTIME_SECONDS}s"),
+            namespace=teams.ns_a,
+        )
+
+    samples: list[tuple[float, int, int]] = []
+    evictions = 0
+    deadline = started + 600
+    while True:
+        states = {job: job_state(cluster, job)[0] for job in slurm_jobs}
+        slurm = GPUS_PER_JOB * sum(s in {"RUNNING", "COMPLETING"} for s in states.values())
+        kueue, evicted = kueue_gpus(kube, teams.ns_a)
+        evictions = max(evictions, evicted)
+        samples.append((time.monotonic() - started, slurm, kueue))
+        succeeded = [
+            j
+            for j in kube.list("batch/v1", "Job", namespace=teams.ns_a)
+            if (j.get("status") or {}).get("succeeded")
+        ]
+        active = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+        slurm_done = not active & set(states.values())
+        if slurm_done and len(succeeded) == JOBS_PER_SCHEDULER:
+            break
+        assert time.monotonic() < deadline, (states, samples[-5:])
+        time.sleep(1)
+
+    violations = [s for s in samples if s[1] + s[2] > QUOTA]
+    peak = max(s[1] + s[2] for s in samples)
+    print(
+        f"\n{len(samples)} samples over {samples[-1][0]:.0f}s: peak {peak} GPUs "
+        f"(Slurm max {max(s[1] for s in samples)}, Kueue max {max(s[2] for s in samples)}), "
+        f"violations {len(violations)}, evictions {evictions}"
+    )
+    assert not violations, violations[:10]
+    assert evictions == 0
+    assert set(states.values()) == {"COMPLETED"}, states
+    # Both schedulers ran team A's work at the same time at some point.
+    assert any(s[1] and s[2] for s in samples), samples

@@ -1,0 +1,262 @@
+"""A Slurm upgrade on real kubelets: 24.11 -> 26.05 with a job running and a
+queue (issues 17 and 16).
+
+Needs `make real-nodes` (skipped when none run) and both Slurm images `make
+images` built. The cluster starts on the 24.11 image with accounting (slurmdbd
+over the host's MariaDB) and slurmctld's state on its PVC; one 2-node job runs
+in one NVLink block while a 4-node job and a 2-node job wait. Then
+`spec.image` names the 26.05 image. Each job writes, from inside its
+allocation, the Slurm release of every slurmd it ran on into its Comment, so
+"no node ran a job while half upgraded" is read from the jobs themselves.
+The operator is the suite's, on the host. In `make e2e-extended`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurmkube_e2e.accounting import sacct_state
+from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.kubectl import KubectlError
+from slurmkube_e2e.mariadb import DATABASE, MariaDB
+from slurmkube_e2e.pod_exec import kubectl_exec
+from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
+
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
+
+ROOT = Path(__file__).resolve().parents[2]
+API = "slurmkube.io/v1alpha1"
+CLUSTER = "upgrade"
+CTLD = f"{CLUSTER}-slurmctld-0"
+ON_REAL = {"e2e.slurmkube.io/fleet": "real"}
+TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+PHASES = ["Slurmdbd", "Slurmctld", "Clients", "Slurmd", "Complete"]
+
+# Runs inside the allocation: "<node>=<release> ..." of every slurmd the job has,
+# kept in the job's Comment (which outlives the slurmd pods it ran on).
+RECORD = (
+    "releases=$(srun --ntasks-per-node=1 bash -c "
+    "'echo $SLURMD_NODENAME=$(/usr/sbin/slurmd -V | cut -d\" \" -f2)' | sort | tr '\\n' ' '); "
+    'scontrol update jobid=$SLURM_JOB_ID comment="$releases"'
+)
+
+
+def release_tag(series: str) -> str:
+    """The full-version tag `make images` gave the Slurm image of `series`
+    (localhost/slurmkube/slurm:24.11.5), so the upgrade's versions are exact."""
+    listed = subprocess.run(
+        [sys.executable, str(ROOT / "images" / "build.py"), "list", "--json"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    for entry in json.loads(listed.stdout).values():
+        tags = [str(t) for t in entry["tags"]]
+        if any(t.endswith(f"/slurm:{series}") for t in tags):
+            return tags[-1]
+    pytest.fail(f"no Slurm {series} image is built: make images")
+
+
+def docs(namespace: str, image: str, replicas: int, database: MariaDB) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db-login", "namespace": namespace},
+            "stringData": {"username": database.user, "password": database.password},
+        },
+        {
+            "apiVersion": API,
+            "kind": "SlurmCluster",
+            "metadata": {"name": CLUSTER, "namespace": namespace},
+            "spec": {
+                "image": image,
+                "controller": {"nodeSelector": ON_REAL, "tolerations": TOLERATE},
+                "login": {"replicas": 0},
+                "accounting": {
+                    "enabled": True,
+                    "database": {
+                        "host": database.host,
+                        "port": database.port,
+                        "name": DATABASE,
+                        "secretName": "db-login",
+                    },
+                },
+                "topology": {"blockSize": 2},
+                "deletionPolicy": "Delete",
+                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "NodeSet",
+            "metadata": {"name": "gpu", "namespace": namespace},
+            "spec": {
+                "clusterRef": CLUSTER,
+                "nodeSelector": {"matchLabels": ON_REAL},
+                "tolerations": TOLERATE,
+                "replicas": replicas,
+            },
+        },
+    ]
+
+
+def in_ctld(namespace: str, *argv: str, timeout: float = 120) -> str:
+    """Through `kubectl exec`, retried while the slurmctld pod is being replaced."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return kubectl_exec(namespace, CTLD, *argv, container="slurmctld")
+        except KubectlError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def job_fields(namespace: str, job: str) -> dict[str, str]:
+    shown = in_ctld(namespace, "scontrol", "-o", "show", "job", job)
+    fields: dict[str, str] = {}
+    for word in shown.split():
+        key, _, value = word.partition("=")
+        fields.setdefault(key, value)
+    # Comment may hold spaces: everything between "Comment=" and the next field.
+    if "Comment=" in shown:
+        fields["Comment"] = shown.split("Comment=", 1)[1].split(" StdErr=", 1)[0]
+        fields["Comment"] = fields["Comment"].split(" Requeue=", 1)[0].strip()
+    return fields
+
+
+def releases_of(comment: str) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in comment.split() if "=" in pair)
+
+
+@pytest.fixture(scope="module")
+def images() -> tuple[str, str]:
+    return release_tag("24.11"), release_tag("26.05")
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    kube: Kube,
+    operator: None,
+    real_nodes: list[RealNode],
+    database: MariaDB,
+    images: tuple[str, str],
+) -> Iterator[str]:
+    namespace = f"real-upgrade-{int(time.time()) % 100000}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    started = time.monotonic()
+    for doc in docs(namespace, images[0], len(real_nodes), database):
+        kube.apply(doc)
+    try:
+        wait_for(
+            kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),
+            namespace=namespace, timeout=300,
+        )  # fmt: skip
+        print(
+            f"\n24.11 cluster on {len(real_nodes)} real nodes Ready"
+            f" in {time.monotonic() - started:.1f}s"
+        )
+        yield namespace
+    finally:
+        kube.delete(API, "SlurmCluster", CLUSTER, namespace)
+        wait_gone(kube, API, "SlurmCluster", CLUSTER, namespace=namespace, timeout=180)
+        kube.delete("v1", "Namespace", namespace)
+
+
+def test_an_upgrade_from_24_11_to_26_05_keeps_the_running_job_and_the_queue(
+    kube: Kube, cluster: str, real_nodes: list[RealNode], images: tuple[str, str]
+) -> None:
+    old, new = images
+    old_release, new_release = old.rsplit(":", 1)[1], new.rsplit(":", 1)[1]
+    nodes = sorted(n.name for n in real_nodes)
+    assert len(nodes) == 4, "the test wants two NVLink blocks of two nodes"
+
+    running = in_ctld(
+        cluster, "sbatch", "--parsable", "-N2", "--segment=2", "-t", "20",
+        "--wrap", f"{RECORD}; sleep 100",
+    ).strip()  # fmt: skip
+    deadline = time.monotonic() + 90
+    while job_fields(cluster, running).get("JobState") != "RUNNING":
+        assert time.monotonic() < deadline, job_fields(cluster, running)
+        time.sleep(1)
+    whole = in_ctld(
+        cluster, "sbatch", "--parsable", "-N4", "-t", "10", "--wrap", RECORD
+    ).strip()  # fmt: skip
+    after = in_ctld(
+        cluster, "sbatch", "--parsable", "-N2", "--segment=2", "-t", "10",
+        f"--dependency=afterany:{running}", "--wrap", RECORD,
+    ).strip()  # fmt: skip
+    assert job_fields(cluster, whole)["JobState"] == "PENDING"
+    assert job_fields(cluster, after)["JobState"] == "PENDING"
+
+    changed = time.monotonic()
+    kube.patch(API, "SlurmCluster", CLUSTER, {"spec": {"image": new}}, namespace=cluster)
+    seen: list[str] = []
+    deadline = changed + 900
+    while True:
+        obj = kube.get(API, "SlurmCluster", CLUSTER, namespace=cluster) or {}
+        upgrade = obj.get("status", {}).get("upgrade") or {}
+        phase = upgrade.get("phase", "")
+        if upgrade.get("to") == new and phase and (not seen or seen[-1] != phase):
+            seen.append(phase)
+            print(f"  {time.monotonic() - changed:6.1f}s {phase}: {upgrade.get('message', '')}")
+        if phase == "Complete" and upgrade.get("to") == new:
+            break
+        assert phase != "Refused", upgrade
+        assert time.monotonic() < deadline, (seen, obj.get("status"))
+        time.sleep(1)
+    print(
+        f"\nupgrade {old_release} -> {new_release}: Complete in {time.monotonic() - changed:.1f}s"
+    )
+
+    # Slurm's order, as the operator's Events record every phase it entered.
+    events = [
+        e for e in kube.list("v1", "Event", namespace=cluster)
+        if e.get("reason", "").startswith("Upgrade")
+        and e.get("involvedObject", {}).get("kind") == "SlurmCluster"
+    ]  # fmt: skip
+    events.sort(key=lambda e: e.get("firstTimestamp") or e.get("eventTime") or "")
+    entered = [e["reason"].removeprefix("Upgrade") for e in events]
+    order = list(dict.fromkeys(p for p in entered if p in PHASES))
+    assert order == PHASES, entered
+
+    # Every job ran to its end; none ran on slurmds of two releases.
+    for job in (running, whole, after):
+        deadline = time.monotonic() + 300
+        while (fields := job_fields(cluster, job)).get("JobState") != "COMPLETED":
+            assert fields.get("JobState") in {"RUNNING", "PENDING", "COMPLETING", "CONFIGURING"}, (
+                job, fields,
+            )  # fmt: skip
+            assert time.monotonic() < deadline, (job, fields)
+            time.sleep(2)
+        assert sacct_state(partial(in_ctld, cluster), job) == "COMPLETED", job
+    ran = {
+        job: releases_of(job_fields(cluster, job).get("Comment", ""))
+        for job in (running, whole, after)
+    }
+    print(f"releases each job saw: {ran}")
+    assert set(ran[running].values()) == {old_release}, ran
+    assert sorted(ran[whole]) == nodes and set(ran[whole].values()) == {new_release}, ran
+    assert len(ran[after]) == 2 and len(set(ran[after].values())) == 1, ran
+
+    listed = in_ctld(cluster, "scontrol", "-o", "show", "node")
+    versions = {
+        fields["NodeName"]: fields.get("Version", "")
+        for line in listed.splitlines()
+        if (fields := dict(w.partition("=")[::2] for w in line.split() if "=" in w))
+    }
+    assert versions == {n: new_release for n in nodes}, versions
+    assert new_release in in_ctld(cluster, "sinfo", "--version")
+    for pod in kube.list("v1", "Pod", namespace=cluster):
+        images_run = {c["image"] for c in pod["spec"]["containers"]}
+        assert images_run == {new}, (pod["metadata"]["name"], images_run)
