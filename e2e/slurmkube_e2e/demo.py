@@ -36,6 +36,7 @@ OPERATOR_NAMESPACE = "slurmkube-system"
 # `make images` tags its images localhost/slurmkube/<name>; the chart wants a source named.
 LOCAL_IMAGE_REGISTRY = "localhost/slurmkube"
 METRICS_PORT = 9090  # the chart's metrics.port
+SLURMCTLD_PORT = 6817  # slurmctld serves its OpenMetrics on its own port
 ON_REAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
 NAMESPACE = "slurm-demo"
 CLUSTER = "demo"
@@ -189,6 +190,11 @@ def up(layout: Layout) -> int:
         _section(
             f"{title}: kubectl {' '.join(args)}", kubectl(layout.kubectl, layout.kubeconfig, args)
         )
+    ctld_pod = kube.get("v1", "Pod", CTLD_POD, namespace=NAMESPACE) or {}
+    ctld_ip = (ctld_pod.get("status") or {}).get("podIP")
+    if not ctld_ip:
+        raise DemoError(f"the slurmctld pod {CTLD_POD} has no address")
+    demo_goodput.scrape_slurmctld(_demo_dir(layout), f"{ctld_ip}:{SLURMCTLD_PORT}")
     _section("sinfo --version (in the slurmctld pod)", in_ctld("sinfo", "--version"))
     _section("slurmctld's user", in_ctld("ps", "-eo", "user,uid,args"))
     _section("sinfo (in the slurmctld pod)", in_ctld("sinfo", "-N", "-l"))
@@ -227,6 +233,10 @@ def up(layout: Layout) -> int:
     png = _demo_dir(layout) / "goodput.png"
     figures = demo_goodput.report(prometheus, NAMESPACE, began, time.time(), png)
     _section("goodput of the job mix (PromQL against Prometheus)", figures)
+    _section(
+        "Slurm's own metrics (slurmctld's OpenMetrics, scraped by Prometheus)",
+        demo_goodput.slurm_metrics(prometheus),
+    )
     latest = kube.get(API, "SlurmCluster", CLUSTER, namespace=NAMESPACE) or cluster
     conditions = "\n".join(
         f"  {c['type']:<22} {c['status']:<5} {c['reason']}: {c['message']}"

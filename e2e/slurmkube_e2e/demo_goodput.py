@@ -25,6 +25,9 @@ SCRAPE_SECONDS = 2
 # The demo's exporter ticks every 5 s (15 s by default) so a two-minute mix draws a line.
 GOODPUT_SECONDS = "5"
 STATE_ORDER = ("allocated", "fragmentation", "idle", "reserved_in_transfer", "drained_down")
+# Slurm 25.11+'s own OpenMetrics, on slurmctld's port (metrics.html, "HTTP Endpoints").
+SLURM_ENDPOINTS = ("jobs", "jobs-users-accts", "nodes", "partitions", "scheduler")
+SLURM_TARGETS = "slurmctld-targets.json"
 
 
 def prometheus_process(layout: Layout, demo_dir: Path) -> processes.Process:
@@ -43,14 +46,28 @@ def prometheus_process(layout: Layout, demo_dir: Path) -> processes.Process:
 
 
 def start_prometheus(layout: Layout, demo_dir: Path, target: str) -> str:
-    """Prometheus scraping the operator pod's /metrics (`target`, host:port) every 2 s;
-    its URL once it is ready. A static target: Debian's Prometheus is built
-    without Kubernetes service discovery, and the host reaches pod addresses."""
+    """Prometheus scraping the operator pod's /metrics (`target`, host:port) every 2 s,
+    and slurmctld's endpoints once `scrape_slurmctld` names its pod; its URL once it
+    is ready. Static and file targets: Debian's Prometheus is built without
+    Kubernetes service discovery, and the host reaches pod addresses."""
+    targets = demo_dir / SLURM_TARGETS
+    slurm_jobs = [
+        {
+            "job_name": f"slurmctld-{endpoint}",
+            "metrics_path": f"/metrics/{endpoint}",
+            "file_sd_configs": [{"files": [str(targets)]}],
+        }
+        for endpoint in SLURM_ENDPOINTS
+    ]
     config = {
         "global": {"scrape_interval": f"{SCRAPE_SECONDS}s"},
-        "scrape_configs": [{"job_name": "slurmkube", "static_configs": [{"targets": [target]}]}],
+        "scrape_configs": [
+            {"job_name": "slurmkube", "static_configs": [{"targets": [target]}]},
+            *slurm_jobs,
+        ],
     }
     demo_dir.mkdir(parents=True, exist_ok=True)
+    targets.write_text("[]\n")
     (demo_dir / "prometheus.yml").write_text(yaml.safe_dump(config))
     processes.start(prometheus_process(layout, demo_dir))
     url = f"http://{LOOPBACK}:{layout.ports.demo_prometheus}"
@@ -60,6 +77,42 @@ def start_prometheus(layout: Layout, demo_dir: Path, target: str) -> str:
             raise RuntimeError(f"prometheus not ready at {url}; see {layout.logs}")
         time.sleep(0.5)
     return url
+
+
+def scrape_slurmctld(demo_dir: Path, target: str) -> None:
+    """Point the slurmctld scrape jobs at `target` (pod address:6817); Prometheus
+    watches the file."""
+    (demo_dir / SLURM_TARGETS).write_text(json.dumps([{"targets": [target]}]) + "\n")
+
+
+def slurm_metrics(url: str, timeout: float = 60) -> str:
+    """Slurm's own metrics as Prometheus scraped them: each endpoint's `up`, and the
+    GPU series slurmctld exports (summed per name). Raises when an endpoint is down
+    or no GPU series came in `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        up = {r["metric"]["job"]: float(r["value"][1]) for r in _query(url, "query", query=_UP)}
+        gpus = {
+            r["metric"]["__name__"]: float(r["value"][1])
+            for r in _query(url, "query", query=_GPU_SERIES)
+        }
+        if (len(up) == len(SLURM_ENDPOINTS) and all(up.values()) and gpus) or (
+            time.monotonic() > deadline
+        ):
+            break
+        time.sleep(SCRAPE_SECONDS)
+    if len(up) != len(SLURM_ENDPOINTS) or not all(up.values()) or not gpus:
+        raise RuntimeError(f"slurmctld's metrics not scraped: up {up}, GPU series {gpus}")
+    return "\n".join(
+        [
+            "up: " + ", ".join(f"{job} {value:.0f}" for job, value in sorted(up.items())),
+            *(f"{name}: {value:g}" for name, value in sorted(gpus.items())),
+        ]
+    )
+
+
+_UP = 'up{job=~"slurmctld-.*"}'
+_GPU_SERIES = 'sum by (__name__) ({job=~"slurmctld-.*", __name__=~"slurm_.*gpus.*"})'
 
 
 def http_get(url: str) -> bytes | None:
