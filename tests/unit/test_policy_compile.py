@@ -69,7 +69,9 @@ def test_slurm_and_kueue_decay_usage_with_one_half_life() -> None:
     p = policy(TeamBuilder("a").obj(), halfLifeHours=36)
     config = dict(compile_slurm(p).config)
     assert config["PriorityDecayHalfLife"] == "1-12:00:00"
-    assert kueue_configuration(p)["admissionFairSharing"]["usageHalfLifeTime"] == "36h"
+    fair = kueue_configuration(p)["admissionFairSharing"]
+    assert fair["usageHalfLifeTime"] == "36h"
+    assert fair["resourceWeights"] == {"nvidia.com/gpu": 1.0, "cpu": 0.0, "memory": 0.0}
     assert config["AccountingStorageEnforce"] == "associations,limits,qos,safe"
     assert config["PriorityType"] == "priority/multifactor"
 
@@ -204,7 +206,12 @@ def test_kueue_gets_a_cohort_a_cluster_queue_per_team_and_local_queues() -> None
     spec = objects[("ClusterQueue", "", "team-a")]["spec"]
     assert spec["cohortName"] == "fleet"
     assert spec["fairSharing"] == {"weight": "2"}
-    (quota,) = spec["resourceGroups"][0]["flavors"][0]["resources"]
+    quota, *unmetered = spec["resourceGroups"][0]["flavors"][0]["resources"]
+    assert spec["resourceGroups"][0]["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
+    assert unmetered == [
+        {"name": "cpu", "nominalQuota": "1M"},
+        {"name": "memory", "nominalQuota": "1Pi"},
+    ]
     assert quota == {
         "name": "nvidia.com/gpu",
         "nominalQuota": 8,
@@ -216,7 +223,7 @@ def test_kueue_gets_a_cohort_a_cluster_queue_per_team_and_local_queues() -> None
 
 def test_a_team_that_may_borrow_has_no_borrowing_or_lending_limit() -> None:
     spec = _kueue()[("ClusterQueue", "", "team-b")]["spec"]
-    (quota,) = spec["resourceGroups"][0]["flavors"][0]["resources"]
+    quota = spec["resourceGroups"][0]["flavors"][0]["resources"][0]
     assert quota == {"name": "nvidia.com/gpu", "nominalQuota": 4}
 
 

@@ -1,7 +1,7 @@
 """A policy -> the Kueue objects that enforce it (kueue.x-k8s.io/v1beta2).
 
 A Cohort for the fleet; per team a ClusterQueue in it (nominalQuota of
-nvidia.com/gpu on the source's ResourceFlavor, `fairSharing.weight`, usage-based
+nvidia.com/gpu on the source's ResourceFlavor, CPU and memory unmetered, `fairSharing.weight`, usage-based
 Admission Fair Sharing) and a LocalQueue, named after the team, in each of its
 namespaces; a WorkloadPriorityClass per tier. A team that may borrow has no
 borrowing or lending limit; one that may not gets both at 0, so its quota is
@@ -28,6 +28,11 @@ KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # How often Kueue folds admitted usage into consumedResources (its default).
 USAGE_SAMPLING_INTERVAL = "5m"
+# Kueue admits a workload only into a ClusterQueue that covers every resource it
+# requests (flavorassigner: "resource cpu unavailable in ClusterQueue"), and Jobs ask
+# for CPU and memory. The policy meters GPUs; these get quotas no team reaches (small
+# enough that a cohort's sum stays far inside Kueue's int64 arithmetic).
+UNMETERED: dict[str, str] = {"cpu": "1M", "memory": "1Pi"}
 
 
 def _metadata(name: str, policy: Policy, **extra: str) -> dict[str, Any]:
@@ -68,9 +73,15 @@ def cluster_queue(
             else None,
             "resourceGroups": [
                 {
-                    "coveredResources": [wk.RESOURCE_GPU],
+                    "coveredResources": [wk.RESOURCE_GPU, *UNMETERED],
                     "flavors": [
-                        {"name": policy.resource_flavor, "resources": [_quota(team, gate)]}
+                        {
+                            "name": policy.resource_flavor,
+                            "resources": [
+                                _quota(team, gate),
+                                *({"name": r, "nominalQuota": q} for r, q in UNMETERED.items()),
+                            ],
+                        }
                     ],
                 }
             ],
@@ -167,5 +178,7 @@ def kueue_configuration(policy: Policy) -> dict[str, Any]:
         "admissionFairSharing": {
             "usageHalfLifeTime": f"{policy.half_life_hours}h",
             "usageSamplingInterval": USAGE_SAMPLING_INTERVAL,
+            # Usage is GPUs, as on Slurm's side; unweighted, memory's bytes would swamp it.
+            "resourceWeights": {wk.RESOURCE_GPU: 1.0, **{r: 0.0 for r in UNMETERED}},
         },
     }
