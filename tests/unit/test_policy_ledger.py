@@ -111,6 +111,43 @@ def test_headroom_split_adds_up(h: int, s: int, k: int) -> None:
     assert slurm + kueue == max(0, h)
 
 
+@given(
+    h=st.integers(min_value=1, max_value=64),
+    s=gpus,
+    k=gpus,
+    smallest=st.tuples(st.integers(min_value=0, max_value=16), st.integers(0, 16)),
+    used=st.tuples(gpus, gpus),
+)
+def test_headroom_split_starts_something_whenever_a_waiting_request_fits(
+    h: int, s: int, k: int, smallest: tuple[int, int], used: tuple[int, int]
+) -> None:
+    need_s, need_k = smallest
+    slurm, kueue = split_headroom(h, s, k, smallest, used)
+    assert slurm >= 0 and kueue >= 0 and slurm + kueue == h
+    fits = [need for need in (need_s, need_k) if need and need <= h]
+    if fits:  # some side gets at least its smallest waiting request
+        assert (need_s and slurm >= need_s) or (need_k and kueue >= need_k)
+    if need_s and need_k and need_s + need_k <= h:  # room for both: both start
+        assert slurm >= need_s and kueue >= need_k
+
+
+@pytest.mark.parametrize(
+    ("headroom", "smallest", "used", "split"),
+    [
+        pytest.param(4, (4, 4), (0, 0), (4, 0), id="equal and idle: Slurm first"),
+        pytest.param(4, (4, 4), (4, 0), (0, 4), id="the side running less takes its turn"),
+        pytest.param(4, (4, 4), (0, 4), (4, 0), id="and back"),
+        pytest.param(6, (4, 2), (0, 0), (4, 2), id="both fit when moved to whole requests"),
+        pytest.param(8, (4, 4), (0, 0), (4, 4), id="the demand split already fits"),
+    ],
+)
+def test_headroom_goes_to_whole_waiting_requests(
+    headroom: int, smallest: tuple[int, int], used: tuple[int, int], split: tuple[int, int]
+) -> None:
+    # 16 GPUs wait on each side, as 4-GPU requests: 2 + 2 would start nothing.
+    assert split_headroom(headroom, 16, 16, smallest, used) == split
+
+
 TEAM = TeamBuilder("team-a").gpus(8).budget(100).tier("high").obj()
 POLICY = policy(TEAM)
 (ALLOCATION,) = POLICY.teams

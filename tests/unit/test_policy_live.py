@@ -105,9 +105,14 @@ def test_workload_gpus_count_every_pod_of_every_pod_set() -> None:
     ("jobs", "workloads", "expected"),
     [
         pytest.param(
-            [JobUse("team-a", True, 4), JobUse("team-a", False, 2), JobUse("physics", True, 8)],
+            [
+                JobUse("team-a", True, 4),
+                JobUse("team-a", False, 2),
+                JobUse("team-a", False, 3),
+                JobUse("physics", True, 8),
+            ],
             [],
-            {"team-a": Observation(slurm_gpus=4, slurm_pending_gpus=2)},
+            {"team-a": Observation(slurm_gpus=4, slurm_pending_gpus=5, slurm_smallest_pending=2)},
             id="slurm jobs by account, others ignored",
         ),
         pytest.param(
@@ -118,7 +123,7 @@ def test_workload_gpus_count_every_pod_of_every_pod_set() -> None:
                 workload("team-a", 8, QuotaReserved=True, Finished=True),
                 workload("elsewhere", 8, QuotaReserved=True),
             ],
-            {"team-a": Observation(kueue_gpus=2, kueue_pending_gpus=1)},
+            {"team-a": Observation(kueue_gpus=2, kueue_pending_gpus=1, kueue_smallest_pending=1)},
             id="kueue workloads by namespace, finished ones count for nothing",
         ),
     ],

@@ -4,8 +4,11 @@ The concurrent quota holds for the sum over Slurm and Kueue. Each scheduler
 admits on its own, so the team's headroom (quota - Slurm use - Kueue use) is
 split between them, by pending demand (evenly when neither waits): if both
 took `quota - other's use`, two admissions at once could each take the same
-headroom. A gate is never below what runs (nothing is killed or preempted);
-only admission is gated:
+headroom. The parts are moved to whole waiting requests: a part smaller than
+its side's smallest waiting job starts nothing, so two such parts would hold
+both queues forever (4 GPUs of headroom, 4-GPU jobs on both sides, 2 + 2).
+A gate is never below what runs (nothing is killed or preempted); only
+admission is gated:
 - Slurm: the association's `GrpTRES=gres/gpu=<gate>` and the budget QOS's
   tier; Slurm starts no job that would take the account above it;
 - Kueue: the ClusterQueue's `nominalQuota` and `stopPolicy: Hold` (admitted
@@ -53,13 +56,41 @@ class TeamGates:
     """Why, naming the allocation; empty when nothing is gated beyond the quota."""
 
 
-def split_headroom(headroom: int, slurm_pending: int, kueue_pending: int) -> tuple[int, int]:
-    """Headroom -> (Slurm's part, Kueue's part), adding up to it exactly."""
+def split_headroom(
+    headroom: int,
+    slurm_pending: int,
+    kueue_pending: int,
+    smallest: tuple[int, int] = (0, 0),
+    used: tuple[int, int] = (0, 0),
+) -> tuple[int, int]:
+    """Headroom -> (Slurm's part, Kueue's part), adding up to it exactly.
+
+    By pending demand, then fitted to whole requests: `smallest` is each side's
+    smallest waiting request (0: none waits). When the demand split leaves a side
+    that waits below its smallest request, it gets that request if the other side's
+    smallest still fits in the rest; when both cannot start something at once, the
+    side running less (`used`; then the one with more demand, then Slurm) gets the
+    whole headroom, so the two take turns rather than both waiting."""
     if headroom <= 0:
         return 0, 0
     total = slurm_pending + kueue_pending
     slurm = headroom // 2 if total == 0 else headroom * slurm_pending // total
-    return slurm, headroom - slurm
+    need_s, need_k = smallest
+    if need_s == 0 and need_k == 0:
+        return slurm, headroom - slurm
+    kueue = headroom - slurm
+    fits_s, fits_k = slurm >= need_s, kueue >= need_k
+    if fits_s and fits_k:
+        return slurm, kueue
+    if need_s + need_k <= headroom:  # both can start something: give each its request
+        slurm = need_s if not fits_s else headroom - need_k
+        return slurm, headroom - slurm
+    candidates = [side for side, need in ((0, need_s), (1, need_k)) if need and need <= headroom]
+    if not candidates:
+        return slurm, kueue
+    demand = (slurm_pending, kueue_pending)
+    side = min(candidates, key=lambda c: (used[c], -demand[c], c))
+    return (headroom, 0) if side == 0 else (0, headroom)
 
 
 def _reason(
@@ -96,7 +127,11 @@ def plan_gates(
     slurm_used, kueue_used = obs.slurm_used, obs.kueue_gpus
     headroom = 0 if level == BudgetLevel.HOLD else team.gpus - slurm_used - kueue_used
     slurm_part, kueue_part = split_headroom(
-        headroom, obs.slurm_pending_gpus, obs.kueue_pending_gpus
+        headroom,
+        obs.slurm_pending_gpus,
+        obs.kueue_pending_gpus,
+        (obs.slurm_smallest_pending, obs.kueue_smallest_pending),
+        (slurm_used, kueue_used),
     )
     tier = (
         policy.lower_tier(team.tier) if level >= BudgetLevel.LOWER_TIER else policy.tier(team.tier)

@@ -1,9 +1,10 @@
 """A policy -> the Kueue objects that enforce it (kueue.x-k8s.io/v1beta2).
 
 A Cohort for the fleet; per team a ClusterQueue in it (nominalQuota of
-nvidia.com/gpu on the source's ResourceFlavor, CPU and memory unmetered, `fairSharing.weight`, usage-based
-Admission Fair Sharing) and a LocalQueue, named after the team, in each of its
-namespaces; a WorkloadPriorityClass per tier. A team that may borrow has no
+nvidia.com/gpu on the source's ResourceFlavor, CPU and memory unmetered,
+`fairSharing.weight`, usage-based Admission Fair Sharing) and a LocalQueue,
+named after the team, in each of its namespaces; a WorkloadPriorityClass per
+tier. A team that may borrow has no
 borrowing or lending limit; one that may not gets both at 0, so its quota is
 its own and it never exceeds it.
 

@@ -56,6 +56,10 @@ class Observation:
     """GPUs of nodes lent to the team's Kueue workloads that Slurm still counts for it."""
     slurm_pending_gpus: int = 0
     kueue_pending_gpus: int = 0
+    slurm_smallest_pending: int = 0
+    """GPUs of the smallest waiting Slurm job (0: none waits); a gate below it starts
+    nothing."""
+    kueue_smallest_pending: int = 0
 
     @property
     def slurm_used(self) -> int:

@@ -59,18 +59,35 @@ def observe_teams(
     """Every team's Observation; `jobs` None: Slurm was not read (counts 0)."""
     namespace_team = {ns: t.name for t in policy.teams for ns in t.namespaces}
     counts: dict[str, list[int]] = {t.name: [0, 0, 0, 0] for t in policy.teams}
+    smallest: dict[str, list[int]] = {t.name: [0, 0] for t in policy.teams}
+
+    def waits(team: str, side: int, gpus: int) -> None:
+        if gpus > 0:
+            least = smallest[team][side]
+            smallest[team][side] = gpus if not least else min(least, gpus)
+
     for job in jobs or ():
         if job.account in counts:
             counts[job.account][0 if job.running else 1] += job.gpus
+            if not job.running:
+                waits(job.account, 0, job.gpus)
     for raw in workloads:
         team = namespace_team.get((raw.get("metadata") or {}).get("namespace", ""))
         state = _workload_state(raw)
         if team is None or state is None:
             continue
-        counts[team][2 if state == "admitted" else 3] += workload_gpus(raw)
+        gpus = workload_gpus(raw)
+        counts[team][2 if state == "admitted" else 3] += gpus
+        if state == "pending":
+            waits(team, 1, gpus)
     return {
         team: Observation(
-            slurm_gpus=c[0], slurm_pending_gpus=c[1], kueue_gpus=c[2], kueue_pending_gpus=c[3]
+            slurm_gpus=c[0],
+            slurm_pending_gpus=c[1],
+            kueue_gpus=c[2],
+            kueue_pending_gpus=c[3],
+            slurm_smallest_pending=smallest[team][0],
+            kueue_smallest_pending=smallest[team][1],
         )
         for team, c in counts.items()
     }
