@@ -28,6 +28,7 @@ E2E_PYTEST_ARGS ?=
 E2E_TESTS ?= e2e/tests
 # A Slurm version tag (26.05, 26.05.5, 24.11.5); empty keeps the SlurmCluster default.
 E2E_SLURM ?=
+E2E_NODES ?=
 # Tags outside the host build's 24.11 series run the built image: build that
 # one first (images/build.py names Slurm images slurm-<major.minor>).
 E2E_IMAGES := $(if $(filter-out 24.11 24.11.%,$(E2E_SLURM)),e2e-slurm-image,)
@@ -36,7 +37,7 @@ E2E_SLURM_SERIES = $(subst $(eval) ,.,$(wordlist 1,2,$(subst ., ,$(E2E_SLURM))))
 REAL_NODES ?= 0
 CLUSTER_WAS_UP := $(if $(wildcard $(SLURMKUBE_RUN)/pids/kube-apiserver.pid),1,)
 
-.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-extended e2e-kind e2e-slurm-image \
+.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-extended e2e-real e2e-kind e2e-slurm-image \
 	real-nodes real-nodes-build real-nodes-status test-real-nodes
 
 cluster-build:
@@ -66,6 +67,7 @@ e2e-local: REAL_NODES = 4
 e2e-local: $(E2E_IMAGES) cluster-up
 	@rc=0; KUBECONFIG=$(SLURMKUBE_RUN)/kubeconfig PYTHONPATH=$(ROOT)/e2e \
 		$(if $(E2E_SLURM),SLURMKUBE_E2E_SLURM=$(E2E_SLURM)) \
+		$(if $(E2E_NODES),SLURMKUBE_E2E_NODES=$(E2E_NODES)) \
 		$(PY) -m pytest $(E2E_TESTS) -q --durations=30 -m "not chaos and not coldfront and not extended" \
 		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
@@ -76,6 +78,14 @@ e2e-local: $(E2E_IMAGES) cluster-up
 # extended: key rotation, live-vs-offline goodput, a lent node turning sick).
 e2e-extended:
 	@$(MAKE) --no-print-directory e2e-local E2E_PYTEST_ARGS="-m extended -s"
+
+# The Slurm e2e tests whose clusters fit on four real kubelets, run there with the
+# production defaults (SLURMKUBE_E2E_NODES=real; docs/local-kubernetes.md).
+E2E_REAL_TESTS := test_operator_slurm.py test_accounting.py test_policy.py \
+	test_cluster_deletion.py test_busy_pod_guard.py test_lost_slurmd_pod.py
+e2e-real:
+	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real \
+		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL_TESTS))"
 
 e2e-slurm-image: images-tools
 	@python3 $(ROOT)/images/build.py build --only slurm-$(E2E_SLURM_SERIES)

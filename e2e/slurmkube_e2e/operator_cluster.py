@@ -3,6 +3,11 @@
 The sample the e2e tests share: slurmctld, slurmrestd and one slurmd pod per
 local node (real daemons), with `in_ctld` running Slurm commands inside the
 slurmctld pod the way an admin would with `kubectl exec`.
+
+With `SLURMKUBE_E2E_NODES=real` (`make e2e-real`) the same tests place their
+clusters on the real kubelets instead (`make real-nodes`), with the production
+defaults (the Slurm 26.05 image `make images` built, cgroups, the nodes' own
+CPUs and memory), and talk to pods through `kubectl exec` and `kubectl logs`.
 """
 
 from __future__ import annotations
@@ -16,11 +21,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.kubectl import kubectl
+from slurmkube_e2e.layout import Layout
+from slurmkube_e2e.pod_exec import kubectl_exec
+from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT
 from slurmkube_e2e.waiting import has_condition, wait_for
 
 API = "slurmkube.io/v1alpha1"
-LOCAL = {"e2e.slurmkube.io/runtime": "local"}
-TOLERATE = [{"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}]
+NODES_ENV = "SLURMKUBE_E2E_NODES"
+ON_REAL_NODES = os.environ.get(NODES_ENV, "local") == "real"
+REAL_IMAGE = "localhost/slurmkube/slurm:26.05"
+if ON_REAL_NODES:
+    LOCAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
+    TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+else:
+    LOCAL = {"e2e.slurmkube.io/runtime": "local"}
+    TOLERATE = [
+        {"key": "e2e.slurmkube.io/local-runtime", "operator": "Exists", "effect": "NoSchedule"}
+    ]
 # The Slurm of the suite's clusters (docs/local-runtime.md): unset, the
 # SlurmCluster default (24.11.5, the host build on the local runtime); a tag
 # such as 26.05 runs `slurmkube/slurm:<tag>`, the image `make images` built.
@@ -29,10 +47,11 @@ _SLURM_TAG = re.compile(r"\d+\.\d+(\.\d+)?")
 
 
 def slurm_image(env: Mapping[str, str] = os.environ) -> str | None:
-    """`slurmkube/slurm:<SLURMKUBE_E2E_SLURM>`, or None to keep the cluster default."""
+    """`slurmkube/slurm:<SLURMKUBE_E2E_SLURM>`, or None to keep the cluster default
+    (on real nodes: the 26.05 image `make images` built)."""
     tag = env.get(SLURM_ENV, "")
     if not tag:
-        return None
+        return REAL_IMAGE if env.get(NODES_ENV, "local") == "real" else None
     if not _SLURM_TAG.fullmatch(tag):
         raise ValueError(f"{SLURM_ENV}={tag!r}: want a Slurm version such as 26.05 or 24.11.5")
     return f"slurmkube/slurm:{tag}"
@@ -65,8 +84,11 @@ def docs(
                 },
                 "login": {"replicas": login},
                 "accounting": accounting or {"enabled": False},
-                # One 2-core host plays eight 16-core nodes.
-                "slurmd": {"cgroups": False, "configOverrides": True},
+                # One 2-core host plays eight 16-core nodes; real nodes keep the
+                # production defaults.
+                **(
+                    {} if ON_REAL_NODES else {"slurmd": {"cgroups": False, "configOverrides": True}}
+                ),
                 "topology": {"blockSize": 4},
                 "partitions": [
                     {"name": "gpu", "nodeSets": ["local"], "default": True, "maxTime": max_time}
@@ -124,11 +146,18 @@ def in_pod(namespace: str, pod: str, *argv: str) -> str:
 
     In /tmp: a job submitted here runs in the same directory on its nodes and
     writes its output there, which the image's user 401 may (not so in `/`)."""
+    if ON_REAL_NODES:
+        return kubectl_exec(namespace, pod, *argv)
     return _runtime("exec", "-n", namespace, "--workdir", "/tmp", pod, "--", *argv)
 
 
 def pod_log(namespace: str, pod: str, container: str) -> str:
     """A container's log on the local runtime (what `kubectl logs` does elsewhere)."""
+    if ON_REAL_NODES:
+        layout = Layout.from_env()
+        return kubectl(
+            layout.kubectl, layout.kubeconfig, ["logs", "-n", namespace, pod, "-c", container]
+        )
     return _runtime("logs", "-n", namespace, pod, "-c", container)
 
 
