@@ -5,6 +5,7 @@ spec.image does not."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any, cast
 
 from slurmkube.api import well_known as wk
@@ -272,3 +273,28 @@ def test_mid_upgrade_the_files_are_for_the_release_slurmctld_still_runs() -> Non
     assert "MetricsType" not in before["slurm.conf"]
     after = files(control(new))
     assert "topology.yaml" in after and "MetricsType" in after["slurm.conf"]
+
+
+def test_the_config_suits_the_oldest_slurmd_still_running() -> None:
+    """slurmctld on 26.05, a slurmd pod still on 24.11 (its block waits for a job):
+    configless, that slurmd fetches the file on reconfigure and dies on a 26.05 key,
+    its job with it. The file stays 24.11's until no daemon reading it runs 24.11."""
+    old, new = "slurmkube/slurm:24.11.5", "slurmkube/slurm:26.05.5"
+
+    def image(pods: list[PodView], components: dict[str, ComponentView]) -> str:
+        observed = Observed(
+            bundle=cluster(new),
+            fleet=FLEET,
+            pods=pods,
+            slurm_nodes=None,
+            components=components,
+        )
+        return config_image(observed)
+
+    busy_old = PodView("gpu-gpu-0001", "gpu-0001", "gpu", ready=True, image=old)
+    upgraded = PodView("gpu-gpu-0003", "gpu-0003", "gpu", ready=True, image=new)
+    assert image([busy_old, upgraded], control(new)) == old
+    assert image([upgraded], control(new)) == new
+    assert image([upgraded], control(new, slurmrestd=old)) == old  # clients not yet done
+    # A patch release reads the same keys: the file follows spec.image.
+    assert image([replace(upgraded, image="slurmkube/slurm:26.05.4")], control(new)) == new

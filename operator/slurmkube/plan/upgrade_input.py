@@ -9,6 +9,7 @@ from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.slurm_version import image_series
 from slurmkube.plan.autoscale import Scaling
 from slurmkube.plan.model import Observed
+from slurmkube.plan.slurm_release import release_of
 from slurmkube.plan.upgrade import UpgradeInput
 from slurmkube.plan.upgrade_model import SLURMCTLD, SLURMDBD, SLURMRESTD, ComponentView
 from slurmkube.plan.upgrade_slurmd import NodeSetNodes
@@ -57,10 +58,35 @@ def _built(observed: Observed) -> dict[str, ComponentView]:
 
 
 def config_image(observed: Observed) -> str:
-    """The image whose Slurm the rendered config must suit: spec.image once slurmctld
-    runs it, rolled out; before that the one slurmctld runs (a 24.11 slurmctld cannot
-    read what only 26.05 reads). `configure` renders for it (`rendered_bundle`)."""
+    """The image whose Slurm the rendered config must suit: the oldest release that
+    a daemon reading it runs. That is slurmctld's until it runs spec.image rolled
+    out (a 24.11 slurmctld cannot read what only 26.05 reads), and after it the
+    oldest slurmd pod's, slurmrestd's or a login pod's: a configless 24.11 slurmd
+    or sackd fetches the file on every reconfigure and dies on a 26.05 key
+    (`MetricsType`), its running job with it. slurmdbd reads its own file.
+    `configure` renders for it (`rendered_bundle`)."""
     wanted = observed.bundle.cluster.spec.image
+    chosen = _slurmctld_config_image(observed, wanted)
+    readers = [c.image for n, c in observed.components.items() if n != SLURMDBD and c.image]
+    readers += [p.image or wanted for p in observed.pods]
+    older = [image for image in readers if _series_before(image, chosen)]
+    return min(older, key=_series) if older else chosen
+
+
+def _series(image: str) -> tuple[int, int]:
+    release = release_of(image)
+    return (release.year, release.month) if release is not None else (0, 0)
+
+
+def _series_before(image: str, than: str) -> bool:
+    """A release of an earlier major (the file's keys differ by major, not patch);
+    False when either tag names no version."""
+    if release_of(image) is None or release_of(than) is None:
+        return False
+    return _series(image) < _series(than)
+
+
+def _slurmctld_config_image(observed: Observed, wanted: str) -> str:
     ctld = observed.components.get(SLURMCTLD)
     if ctld is None or not ctld.image or (ctld.image == wanted and ctld.rolled_out):
         return wanted
