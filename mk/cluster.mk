@@ -71,7 +71,8 @@ e2e-local: $(E2E_IMAGES) cluster-up
 		$(PY) -m pytest $(E2E_TESTS) -q --durations=30 -m "not chaos and not coldfront and not extended" \
 		$(E2E_PYTEST_ARGS) \
 		|| rc=$$?; \
-	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
+	if [ -z "$(CLUSTER_WAS_UP)" ]; then $(E2E_TOOL) real-nodes-down || rc=1; \
+		$(RUNTIME_TOOL) down || rc=1; $(E2E_TOOL) down || rc=1; fi; \
 	exit $$rc
 
 # Longer e2e tests kept out of `make test` for CI's 45-minute warm budget (marker

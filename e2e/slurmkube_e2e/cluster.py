@@ -349,7 +349,7 @@ class LocalCluster:
         if pid is not None and comp.ready():
             print(f"{proc.name}: running (pid {pid})")
             return
-        if pid is None and processes.listening_ports([comp.port]):
+        if pid is None and processes.listening_ports([comp.port], LOOPBACK):
             raise ClusterError(
                 f"{proc.name}: port {LOOPBACK}:{comp.port} is taken by a process this cluster "
                 f"did not start; stop it or change the ports in {Layout.__module__}"
@@ -491,7 +491,7 @@ class LocalCluster:
             print(f"{comp.process.name}: " + (f"stopped pid {pid}" if pid else "not running"))
         shutil.rmtree(self.layout.etcd_data, ignore_errors=True)
         shutil.rmtree(self.layout.audit_log.parent, ignore_errors=True)
-        left = processes.listening_ports(list(self.layout.ports.all().values()))
+        left = processes.listening_ports(list(self.layout.ports.all().values()), LOOPBACK)
         if left:
             raise ClusterError(f"ports still listening after cluster-down: {left}")
         print("cluster down; no cluster port is listening")

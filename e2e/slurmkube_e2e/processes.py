@@ -10,9 +10,11 @@ names the executable we started, so a recycled PID is never signalled.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,8 +147,10 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def listening_ports(ports: Sequence[int]) -> list[int]:
-    """Which of ports have a TCP socket in LISTEN state on this machine (from /proc/net)."""
+def listening_ports(ports: Sequence[int], host: str | None = None) -> list[int]:
+    """Which of ports have a TCP socket in LISTEN state on this machine (from
+    /proc/net); with `host`, only sockets bound to that address or to every address
+    (the real nodes' API server relay listens on the bridge with the same port)."""
     wanted = set(ports)
     found: set[int] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -156,7 +160,26 @@ def listening_ports(ports: Sequence[int]) -> list[int]:
             continue
         for row in rows:
             fields = row.split()
-            port = int(fields[1].rsplit(":", 1)[1], 16)
-            if fields[3] == "0A" and port in wanted:
+            address, port_hex = fields[1].rsplit(":", 1)
+            port = int(port_hex, 16)
+            if fields[3] != "0A" or port not in wanted:
+                continue
+            if host is None or _bound_to(address, host):
                 found.add(port)
     return sorted(found)
+
+
+def _bound_to(address: str, host: str) -> bool:
+    """/proc/net/tcp's hex address (32-bit words in host byte order) is `host` or
+    the wildcard."""
+    raw = bytes.fromhex(address)
+    ip = ipaddress.ip_address(
+        b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+        if sys.byteorder == "little"
+        else raw
+    )
+    if ip.is_unspecified:
+        return True
+    wanted = ipaddress.ip_address(host)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return wanted in (ip, mapped)
