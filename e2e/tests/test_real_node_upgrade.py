@@ -267,6 +267,7 @@ def test_an_upgrade_from_24_11_to_26_05_keeps_the_running_job_and_the_queue(
     # No job ran on a block half old, half new: per NVLink block, one release.
     ran = {job: releases_of(last[job].get("Comment", "")) for job in jobs}
     print(f"releases each job saw: {ran}")
+    print(in_ctld(cluster, "sacct", "-D", "-X", "-o", "JobID,State,Start,End,NodeList%60"))
     block_of = {n.name: n.place.domain for n in real_nodes}
     for job, releases in ran.items():
         assert releases, (job, last[job])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from slurmkube.api.documents import parse_cluster
+from slurmkube.api.slurm_version import SUPPORTED
 from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.plan.holds import (
     CHANGE_REASON,
@@ -408,3 +409,15 @@ def test_cpus_reserved_keeps_cpus_back_from_slurm_and_the_pod() -> None:
     world.docs[1]["spec"]["cpusReserved"] = 64
     problems = plan_cluster(world.observed()).node_problems
     assert {(p.node, p.reason) for p in problems} == {(n, "CpusBelowReserved") for n in NODES}
+
+
+def test_another_releases_files_are_never_written_before_slurm_is_read() -> None:
+    """Mid-upgrade the files switch release only with the whole plan, which knows
+    which Slurm each daemon runs (a 24.11 slurmd dies on 26.05's keys)."""
+    world = World(pods={})
+    delivered = configure(world.observed())
+    assert isinstance(delivered, Configured)
+    other = next(v for v in SUPPORTED if v != delivered.config.slurm_version)
+    moved = replace(delivered.config, slurm_version=other)
+    assert not early_delivery_safe(delivered.config, moved)
+    assert early_delivery_safe(delivered.config, delivered.config)

@@ -336,7 +336,8 @@ def reconcile(
                 # No such SlurmCluster (a NodeSet may name one): its config reads no label.
                 memory.label_keys = frozenset()
                 return None
-            configured = configure(snap.observed)
+            # The pods' images too: the files suit the oldest Slurm a slurmd runs.
+            configured = configure(replace(snap.observed, pods=pods))
             # A label change does not wait for Slurm's answer, unless the new config
             # would take a line from a node that may run a job: then the plan holds it.
             early = ""

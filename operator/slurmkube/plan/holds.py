@@ -185,8 +185,8 @@ def early_delivery_safe(delivered: SlurmConfig | None, new: SlurmConfig) -> bool
     once: no node on a line of the config in force leaves it or changes CPUs,
     RealMemory or Gres (what a running job would fail on). Otherwise the config
     waits for the plan, which holds busy nodes (`plan_cluster` makes it again)."""
-    if delivered is None:
-        return False
+    if delivered is None or delivered.slurm_version != new.slurm_version:
+        return False  # a release's files (mid-upgrade) wait for the whole plan
     old, now = delivered.shape_of, new.shape_of
     for name, shape in old.items():
         after = now.get(name)
