@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from slurmkube.api import well_known as wk
 from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e import demo_goodput, processes
 from slurmkube_e2e.demo_goodput import GOODPUT_SECONDS
@@ -36,6 +37,7 @@ OPERATOR_NAMESPACE = "slurmkube-system"
 # `make images` tags its images localhost/slurmkube/<name>; the chart wants a source named.
 LOCAL_IMAGE_REGISTRY = "localhost/slurmkube"
 METRICS_PORT = 9090  # the chart's metrics.port
+PRIORITY_API = "scheduling.k8s.io/v1"
 SLURMCTLD_PORT = 6817  # slurmctld serves its OpenMetrics on its own port
 ON_REAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
 NAMESPACE = "slurm-demo"
@@ -118,9 +120,21 @@ def _labelled_blocks(kube: Kube) -> dict[str, frozenset[str]]:
     return {domain: frozenset(nodes) for domain, nodes in domains.items()}
 
 
+def _release_priority_class(kube: Kube) -> None:
+    """The chart ships the slurmd PriorityClass; on a cluster the e2e suite used, its
+    operator harness made one Helm does not own, and `helm install` refuses to adopt
+    it. The demo deletes that one (running pods keep their priority)."""
+    found = kube.get(PRIORITY_API, "PriorityClass", wk.SLURMD_PRIORITY_CLASS)
+    annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+    if found is not None and annotations.get("meta.helm.sh/release-name") != RELEASE:
+        kube.delete(PRIORITY_API, "PriorityClass", wk.SLURMD_PRIORITY_CLASS)
+        print(f"demo: deleted PriorityClass {wk.SLURMD_PRIORITY_CLASS} (not the chart's)")
+
+
 def up(layout: Layout) -> int:
     kube = Kube(layout.kubeconfig)
     chart = layout.root / "helm" / "slurmkube"
+    _release_priority_class(kube)
     print(f"demo: helm upgrade --install {RELEASE} {chart.relative_to(layout.root)}", flush=True)
     _helm(
         layout,

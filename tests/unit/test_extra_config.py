@@ -49,12 +49,14 @@ def test_the_reference_config_renders_only_template_keys() -> None:
 
 
 def test_every_rendered_key_is_known_as_rendered() -> None:
-    assert template_keys() <= slurm_conf_keys.RENDERED_KEYS
+    defaulted = slurm_conf_keys.DEFAULTED_KEYS
+    assert template_keys() - defaulted <= slurm_conf_keys.RENDERED_KEYS
+    assert defaulted <= slurm_conf_keys.EXTRA_CONFIG_KEYS  # a default the user may set
 
 
 def test_no_allowed_key_is_rendered_or_runs_a_program() -> None:
     allowed = slurm_conf_keys.EXTRA_CONFIG_KEYS
-    assert not allowed & template_keys()
+    assert not allowed & (template_keys() - slurm_conf_keys.DEFAULTED_KEYS)
     assert not allowed & slurm_conf_keys.RENDERED_KEYS
     assert not allowed & slurm_conf_keys.PROGRAM_KEYS
 
@@ -117,10 +119,14 @@ def test_an_accepted_line_never_sets_a_program_or_rendered_key(key: str, value: 
     accepted = token.split("=", 1)[0].lower()
     assert accepted in slurm_conf_keys.EXTRA_CONFIG_KEYS
     assert accepted not in slurm_conf_keys.PROGRAM_KEYS | slurm_conf_keys.RENDERED_KEYS
-    assert accepted not in template_keys()
+    assert accepted not in template_keys() - slurm_conf_keys.DEFAULTED_KEYS
 
 
-@given(key=st.sampled_from(sorted(slurm_conf_keys.PROGRAM_KEYS | template_keys())))
+@given(
+    key=st.sampled_from(
+        sorted(slurm_conf_keys.PROGRAM_KEYS | (template_keys() - slurm_conf_keys.DEFAULTED_KEYS))
+    )
+)
 def test_every_program_and_rendered_key_is_refused_in_a_document(key: str) -> None:
     docs = cluster_docs(extra={"extraConfig": ["KillWait=30", f"{key}=/bin/true"]})
     with pytest.raises(DocumentError) as err:
@@ -166,3 +172,17 @@ def test_security_doc_lists_the_allow_list_and_the_program_keys() -> None:
     text = (EXAMPLES.parent / "docs" / "security.md").read_text()
     assert _listed_after(text, "Allowed:") == slurm_conf_keys.EXTRA_CONFIG_KEYS
     assert _listed_after(text, "Refused as programs") == slurm_conf_keys.PROGRAM_KEYS
+
+
+def test_gpus_are_a_tracked_tres_unless_extra_config_sets_the_key() -> None:
+    """Slurm counts GPUs in CfgTRES, sacct and its OpenMetrics gauges only as a TRES."""
+
+    def conf(extra: list[str]) -> str:
+        docs = cluster_docs(block_size=2, extra={"extraConfig": extra})
+        config = plan_config(parse_cluster(docs), nvl_fleet(2, 2), RenderContext())
+        return render_files(config).files["slurm.conf"]
+
+    assert "\nAccountingStorageTRES=gres/gpu\n" in conf([])
+    mine = conf(["AccountingStorageTRES=gres/gpu,license/matlab"])
+    assert mine.count("AccountingStorageTRES=") == 1
+    assert "AccountingStorageTRES=gres/gpu,license/matlab" in mine

@@ -106,6 +106,10 @@ EXTRA_CONFIG_KEYS: Final = _lower(
     "WaitTime",
 )
 
+# Tunable keys slurmkube renders with a default only when neither extraConfig nor
+# the allocation policy sets them (render/config.py SlurmConfig.tracks_gpus).
+DEFAULTED_KEYS: Final = _lower("AccountingStorageTRES")
+
 # Keys whose value is a program (or a script a plugin runs, or code to load):
 # slurmctld/slurmd run it as root or SlurmUser, so a line here is code
 # execution on every node. slurm.conf(5), job_submit_plugins, spank(7).

@@ -125,6 +125,15 @@ class SlurmConfig:
     problems: tuple[NodeProblem, ...] = ()
     slurmd_timeout: int = SLURMD_TIMEOUT_SECONDS
 
+    @property
+    def tracks_gpus(self) -> bool:
+        """GPUs as a tracked TRES (`AccountingStorageTRES=gres/gpu`): without it
+        CfgTRES, sacct and Slurm's own OpenMetrics GPU gauges count no GPU. Unless
+        extraConfig or the allocation policy set that key themselves."""
+        keys = {str(k).lower() for k, _ in self.policy}
+        keys |= {str(line).split("=", 1)[0].lower() for line in self.extra}
+        return "accountingstoragetres" not in keys
+
 
 TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
 
