@@ -103,15 +103,22 @@ def slurm_metrics(url: str, timeout: float = 60) -> str:
         time.sleep(SCRAPE_SECONDS)
     if len(up) != len(SLURM_ENDPOINTS) or not all(up.values()) or not gpus:
         raise RuntimeError(f"slurmctld's metrics not scraped: up {up}, GPU series {gpus}")
-    return "\n".join(
-        [
-            "up: " + ", ".join(f"{job} {value:.0f}" for job, value in sorted(up.items())),
-            *(f"{name}: {value:g}" for name, value in sorted(gpus.items())),
-        ]
-    )
+    series = {r["metric"]["job"]: float(r["value"][1]) for r in _query(url, "query", query=_SERIES)}
+    lines = [
+        "up: " + ", ".join(f"{job} {value:.0f}" for job, value in sorted(up.items())),
+        "series: " + ", ".join(f"{job} {value:.0f}" for job, value in sorted(series.items())),
+        *(f"{name}: {value:g}" for name, value in sorted(gpus.items())),
+    ]
+    if not any(gpus.values()):
+        lines.append(
+            "(Slurm counts GPUs here only as a tracked TRES, which needs accounting: "
+            "spec.accounting renders AccountingStorageTRES=gres/gpu)"
+        )
+    return "\n".join(lines)
 
 
 _UP = 'up{job=~"slurmctld-.*"}'
+_SERIES = 'count by (job) ({job=~"slurmctld-.*"})'
 _GPU_SERIES = 'sum by (__name__) ({job=~"slurmctld-.*", __name__=~"slurm_.*gpus.*"})'
 
 

@@ -175,14 +175,18 @@ def test_security_doc_lists_the_allow_list_and_the_program_keys() -> None:
 
 
 def test_gpus_are_a_tracked_tres_unless_extra_config_sets_the_key() -> None:
-    """Slurm counts GPUs in CfgTRES, sacct and its OpenMetrics gauges only as a TRES."""
+    """Slurm counts GPUs in CfgTRES, sacct and its OpenMetrics gauges only as a TRES,
+    which it tracks only with slurmdbd."""
 
-    def conf(extra: list[str]) -> str:
+    def conf(extra: list[str], accounting: str | None = "slurmdbd") -> str:
         docs = cluster_docs(block_size=2, extra={"extraConfig": extra})
-        config = plan_config(parse_cluster(docs), nvl_fleet(2, 2), RenderContext())
+        ctx = RenderContext(accounting_host=accounting)
+        config = plan_config(parse_cluster(docs), nvl_fleet(2, 2), ctx)
         return render_files(config).files["slurm.conf"]
 
     assert "\nAccountingStorageTRES=gres/gpu\n" in conf([])
+    # Without slurmdbd, slurmctld refuses a gres TRES.
+    assert "AccountingStorageTRES" not in conf([], accounting=None)
     mine = conf(["AccountingStorageTRES=gres/gpu,license/matlab"])
     assert mine.count("AccountingStorageTRES=") == 1
     assert "AccountingStorageTRES=gres/gpu,license/matlab" in mine

@@ -128,8 +128,11 @@ class SlurmConfig:
     @property
     def tracks_gpus(self) -> bool:
         """GPUs as a tracked TRES (`AccountingStorageTRES=gres/gpu`): without it
-        CfgTRES, sacct and Slurm's own OpenMetrics GPU gauges count no GPU. Unless
-        extraConfig or the allocation policy set that key themselves."""
+        CfgTRES, sacct and Slurm's own OpenMetrics GPU gauges count no GPU. Only
+        with slurmdbd (slurmctld 24.11: "fatal: slurmdbd is required to run with
+        TRES gres/gpu"), and unless extraConfig or the policy set the key."""
+        if not self.accounting:
+            return False
         keys = {str(k).lower() for k, _ in self.policy}
         keys |= {str(line).split("=", 1)[0].lower() for line in self.extra}
         return "accountingstoragetres" not in keys
