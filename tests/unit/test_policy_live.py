@@ -73,6 +73,16 @@ def test_root_and_its_users_are_never_compared() -> None:
     assert keys == set()
 
 
+def test_the_user_root_in_a_teams_account_is_the_teams() -> None:
+    """A team may list root (commands in its pods run as root): that association is
+    seen, so it is not added again on every sync ("Nothing added")."""
+    desired = compile_slurm(
+        policy(TeamBuilder("team-a").gpus(8).users("alice", "root").namespaces("team-a").obj())
+    ).entities
+    assert any(e.kind == "user" and e.name == "root" for e in desired)
+    assert diff_slurm(desired, observed_entities(*shown(desired))) == ()
+
+
 def workload(namespace: str, gpus: int, count: int = 1, **conditions: bool) -> dict[str, Any]:
     return {
         "metadata": {"name": f"w{gpus}", "namespace": namespace},

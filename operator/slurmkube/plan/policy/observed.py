@@ -64,4 +64,10 @@ def observed_entities(
                 },
             )
         )
-    return tuple(e for e in entities if e.name != "root" and e.account != "root")
+    # Slurm's own root account and what sits in it; a team may still list the
+    # user root (commands run as root in its pods), whose association is the team's.
+    return tuple(
+        e
+        for e in entities
+        if e.account != "root" and not (e.kind == "account" and e.name == "root")
+    )
