@@ -82,7 +82,7 @@ e2e-extended:
 
 # The Slurm e2e tests whose clusters fit on four real kubelets, run there with the
 # production defaults (SLURMKUBE_E2E_NODES=real; docs/local-kubernetes.md).
-E2E_REAL_TESTS := test_operator_slurm.py test_accounting.py test_policy.py \
+E2E_REAL_TESTS := test_accounting.py test_policy.py \
 	test_cluster_deletion.py test_busy_pod_guard.py test_lost_slurmd_pod.py
 e2e-real:
 	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real \

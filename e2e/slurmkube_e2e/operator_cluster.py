@@ -25,6 +25,7 @@ from slurmkube_e2e.kubectl import kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT
+from slurmkube_e2e.realnodes import RealNodes
 from slurmkube_e2e.waiting import has_condition, wait_for
 
 API = "slurmkube.io/v1alpha1"
@@ -122,6 +123,15 @@ def autoscaled_docs(namespace: str, **autoscaling: Any) -> list[dict[str, Any]]:
         **autoscaling,
     }
     return [cluster, node_set]
+
+
+def slurm_node(index: int) -> str:
+    """The Slurm node (its Kubernetes node's name) at `index` of the sample's NodeSet:
+    `local-<index>` on the runtime, the index-th real node on real kubelets."""
+    if not ON_REAL_NODES:
+        return f"local-{index}"
+    nodes = sorted(RealNodes(Layout.from_env()).saved(), key=lambda n: n.index)
+    return nodes[index].name
 
 
 def in_ctld(namespace: str, *argv: str) -> str:

@@ -18,12 +18,20 @@ from slurmkube.api import well_known as wk
 from slurmkube.build.admission import busy_pod_guard
 from slurmkube_e2e.audit import AUDITED_GROUP
 from slurmkube_e2e.kube import Kube
-from slurmkube_e2e.operator_cluster import docs, in_ctld, job_state, ready_cluster, wait_job
+from slurmkube_e2e.operator_cluster import (
+    docs,
+    in_ctld,
+    job_state,
+    ready_cluster,
+    slurm_node,
+    wait_job,
+)
 from slurmkube_e2e.waiting import wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
 GUARD_LABEL = "e2e.slurmkube.io/busy-guard"
-POD = "local-local-0"
+NODE = slurm_node(0)
+POD = f"local-{NODE}"
 
 
 @pytest.fixture
@@ -65,7 +73,7 @@ def test_a_busy_slurmd_pod_is_not_deleted_and_its_job_runs_on(kube: Kube, guarde
     for doc in docs(guarded):
         kube.apply(doc)
     ready_cluster(kube, guarded)
-    job = in_ctld(guarded, "sbatch", "--parsable", "-w", "local-0", "--wrap", "sleep 300").strip()
+    job = in_ctld(guarded, "sbatch", "--parsable", "-w", NODE, "--wrap", "sleep 300").strip()
     wait_job(guarded, job, {"RUNNING"})
     started = time.monotonic()
     wait_for(kube, "v1", "Pod", POD, _busy("true"), namespace=guarded, timeout=120)

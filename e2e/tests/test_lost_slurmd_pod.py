@@ -14,11 +14,19 @@ import time
 import pytest
 
 from slurmkube_e2e.kube import Kube
-from slurmkube_e2e.operator_cluster import docs, in_ctld, job_state, ready_cluster, wait_job
+from slurmkube_e2e.operator_cluster import (
+    docs,
+    in_ctld,
+    job_state,
+    ready_cluster,
+    slurm_node,
+    wait_job,
+)
 from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-POD = "local-local-0"
+NODE = slurm_node(0)
+POD = f"local-{NODE}"
 
 
 def _in_service(node: str) -> bool:
@@ -30,7 +38,7 @@ def _in_service(node: str) -> bool:
 
 
 def _node(namespace: str) -> str:
-    return in_ctld(namespace, "scontrol", "-o", "show", "node", "local-0")
+    return in_ctld(namespace, "scontrol", "-o", "show", "node", NODE)
 
 
 def test_a_busy_slurmd_pod_lost_ends_its_job_at_once_and_the_node_comes_back(
@@ -40,7 +48,7 @@ def test_a_busy_slurmd_pod_lost_ends_its_job_at_once_and_the_node_comes_back(
         kube.apply(doc)
     ready_cluster(kube, namespace)
     job = in_ctld(
-        namespace, "sbatch", "--parsable", "--no-requeue", "-w", "local-0", "--wrap", "sleep 600"
+        namespace, "sbatch", "--parsable", "--no-requeue", "-w", NODE, "--wrap", "sleep 600"
     ).strip()
     wait_job(namespace, job, {"RUNNING"})
     old = kube.get("v1", "Pod", POD, namespace=namespace)
@@ -67,8 +75,8 @@ def test_a_busy_slurmd_pod_lost_ends_its_job_at_once_and_the_node_comes_back(
     )
     deadline = time.monotonic() + 120
     while not _in_service(node := _node(namespace)):
-        assert time.monotonic() < deadline, f"local-0 not back in service: {node}"
+        assert time.monotonic() < deadline, f"{NODE} not back in service: {node}"
         time.sleep(1)
-    print(f"local-0 back in service {time.monotonic() - deleted:.1f}s after its pod went")
+    print(f"{NODE} back in service {time.monotonic() - deleted:.1f}s after its pod went")
     events = kube.list("v1", "Event", namespace=namespace)
-    assert any(e["reason"] == "SlurmdLost" and "local-0" in e["message"] for e in events)
+    assert any(e["reason"] == "SlurmdLost" and NODE in e["message"] for e in events)
