@@ -15,6 +15,29 @@ from slurmkube_e2e.operator_cluster import docs, ready_cluster
 from slurmkube_e2e.waiting import wait_for, wait_gone
 
 
+def db_login_secret(namespace: str, database: MariaDB) -> dict[str, Any]:
+    """The user's Secret with the database login (`db-login`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db-login", "namespace": namespace},
+        "stringData": {"username": database.user, "password": database.password},
+    }
+
+
+def external_database(database: MariaDB) -> dict[str, Any]:
+    """`spec.accounting` for slurmdbd over `database`, its login in `db-login`."""
+    return {
+        "enabled": True,
+        "database": {
+            "host": database.host,
+            "port": database.port,
+            "name": DATABASE,
+            "secretName": "db-login",
+        },
+    }
+
+
 @contextmanager
 def accounted_cluster(
     kube: Kube,
@@ -28,23 +51,8 @@ def accounted_cluster(
     namespace = f"{prefix}-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "db-login", "namespace": namespace},
-            "stringData": {"username": database.user, "password": database.password},
-        }
-    )
-    accounting = {
-        "enabled": True,
-        "database": {
-            "host": database.host,
-            "port": database.port,
-            "name": DATABASE,
-            "secretName": "db-login",
-        },
-    }
+    kube.create(db_login_secret(namespace, database))
+    accounting = external_database(database)
     try:
         for doc in docs(namespace, replicas=replicas, accounting=accounting):
             kube.apply(doc)

@@ -14,7 +14,6 @@ import re
 import time
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
 
 import pytest
 
@@ -22,67 +21,19 @@ from slurmkube_e2e.accounting import sacct_state
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl as run_kubectl
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.mariadb import DATABASE, MariaDB
+from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.pod_exec import kubectl_exec
-from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
+from slurmkube_e2e.real_cluster import API, real_cluster_docs
+from slurmkube_e2e.realnode_config import RealNode
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-API = "slurmkube.io/v1alpha1"
 CLUSTER = "real"
 CTLD = f"{CLUSTER}-slurmctld-0"
 IMAGE = "localhost/slurmkube/slurm:26.05"
 SLURM_UID = "401"
 NODE_LABEL = "slurmkube.io/node"  # the Slurm node a slurmd pod runs
-ON_REAL = {"e2e.slurmkube.io/fleet": "real"}
-TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
-
-
-def docs(namespace: str, replicas: int, database: MariaDB) -> list[dict[str, Any]]:
-    """Placement (the real nodes are tainted) and the accounting database are set
-    beyond the defaults."""
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "db-login", "namespace": namespace},
-            "stringData": {"username": database.user, "password": database.password},
-        },
-        {
-            "apiVersion": API,
-            "kind": "SlurmCluster",
-            "metadata": {"name": CLUSTER, "namespace": namespace},
-            "spec": {
-                "image": IMAGE,
-                "controller": {"nodeSelector": ON_REAL, "tolerations": TOLERATE},
-                "login": {"replicas": 0},
-                "accounting": {
-                    "enabled": True,
-                    "database": {
-                        "host": database.host,
-                        "port": database.port,
-                        "name": DATABASE,
-                        "secretName": "db-login",
-                    },
-                },
-                "topology": {"blockSize": 2},
-                "deletionPolicy": "Delete",
-                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
-            },
-        },
-        {
-            "apiVersion": API,
-            "kind": "NodeSet",
-            "metadata": {"name": "gpu", "namespace": namespace},
-            "spec": {
-                "clusterRef": CLUSTER,
-                "nodeSelector": {"matchLabels": ON_REAL},
-                "tolerations": TOLERATE,
-                "replicas": replicas,
-            },
-        },
-    ]
 
 
 def kubectl(*argv: str) -> str:
@@ -102,7 +53,7 @@ def cluster(
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
     started = time.monotonic()
-    for doc in docs(namespace, len(real_nodes), database):
+    for doc in real_cluster_docs(namespace, CLUSTER, IMAGE, len(real_nodes), database):
         kube.apply(doc)
     wait_for(
         kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),

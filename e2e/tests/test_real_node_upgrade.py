@@ -20,26 +20,23 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from slurmkube_e2e.accounting import sacct_state
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError
-from slurmkube_e2e.mariadb import DATABASE, MariaDB
+from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.pod_exec import kubectl_exec
-from slurmkube_e2e.realnode_config import REAL_NODE_TAINT, RealNode
+from slurmkube_e2e.real_cluster import API, real_cluster_docs
+from slurmkube_e2e.realnode_config import RealNode
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 
 ROOT = Path(__file__).resolve().parents[2]
-API = "slurmkube.io/v1alpha1"
 CLUSTER = "upgrade"
 CTLD = f"{CLUSTER}-slurmctld-0"
-ON_REAL = {"e2e.slurmkube.io/fleet": "real"}
-TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
 PHASES = ["Slurmdbd", "Slurmctld", "Clients", "Slurmd", "Complete"]
 
 # Runs inside the allocation: "<node>=<release> ..." of every slurmd the job has,
@@ -63,50 +60,6 @@ def release_tag(series: str) -> str:
         if any(t.endswith(f"/slurm:{series}") for t in tags):
             return tags[-1]
     pytest.fail(f"no Slurm {series} image is built: make images")
-
-
-def docs(namespace: str, image: str, replicas: int, database: MariaDB) -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "db-login", "namespace": namespace},
-            "stringData": {"username": database.user, "password": database.password},
-        },
-        {
-            "apiVersion": API,
-            "kind": "SlurmCluster",
-            "metadata": {"name": CLUSTER, "namespace": namespace},
-            "spec": {
-                "image": image,
-                "controller": {"nodeSelector": ON_REAL, "tolerations": TOLERATE},
-                "login": {"replicas": 0},
-                "accounting": {
-                    "enabled": True,
-                    "database": {
-                        "host": database.host,
-                        "port": database.port,
-                        "name": DATABASE,
-                        "secretName": "db-login",
-                    },
-                },
-                "topology": {"blockSize": 2},
-                "deletionPolicy": "Delete",
-                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
-            },
-        },
-        {
-            "apiVersion": API,
-            "kind": "NodeSet",
-            "metadata": {"name": "gpu", "namespace": namespace},
-            "spec": {
-                "clusterRef": CLUSTER,
-                "nodeSelector": {"matchLabels": ON_REAL},
-                "tolerations": TOLERATE,
-                "replicas": replicas,
-            },
-        },
-    ]
 
 
 def in_ctld(namespace: str, *argv: str, timeout: float = 120) -> str:
@@ -167,7 +120,7 @@ def cluster(
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
     started = time.monotonic()
-    for doc in docs(namespace, images[0], len(real_nodes), database):
+    for doc in real_cluster_docs(namespace, CLUSTER, images[0], len(real_nodes), database):
         kube.apply(doc)
     try:
         wait_for(
