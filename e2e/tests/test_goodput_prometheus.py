@@ -135,6 +135,8 @@ def scalar(url: str, promql: str) -> float | None:
     return next(iter(found.values())) if len(found) == 1 else None
 
 
+# In `make e2e-extended` for CI's warm budget (its longest e2e tests).
+@pytest.mark.extended
 def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
     kube: Kube, namespace: str, prometheus: str
 ) -> None:

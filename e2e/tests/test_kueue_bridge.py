@@ -274,6 +274,8 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
     completed_and_returned(kube, ns, "waits", uid, reserved)
 
 
+# In `make e2e-extended` for CI's warm budget (its longest e2e tests).
+@pytest.mark.extended
 def test_requeue_frees_the_nodes_of_a_lower_priority_job_and_leaves_a_higher_one_running(
     kube: Kube, bridge: Bridge
 ) -> None:

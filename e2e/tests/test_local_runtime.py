@@ -438,7 +438,7 @@ def test_runtime_down_leaves_no_process_namespace_or_mount(kube: Kube, slurm_clu
     runtime("down", timeout=120)
     try:
         for pid in pids:
-            assert not Path(f"/proc/{pid}").exists(), f"sandbox {pid} survived"
+            assert not _running(pid), f"sandbox {pid} survived"
         assert not any(
             _cmdline_has(p, str(layout.slurm_prefix)) and _pid_namespace(int(p.name)) in sandboxes
             for p in Path("/proc").iterdir()
@@ -454,6 +454,17 @@ def test_runtime_down_leaves_no_process_namespace_or_mount(kube: Kube, slurm_clu
         assert not layout.pods.exists() or not any(layout.pods.iterdir())
     finally:
         runtime("up", timeout=120)
+
+
+def _running(pid: int) -> bool:
+    """Alive, not a zombie: a sandbox orphaned by the stopped agent is reaped by
+    this machine's PID 1, whenever that gets to it; until then /proc lists it
+    in state Z, holding nothing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _cmdline_has(proc: Path, needle: str) -> bool:
