@@ -9,7 +9,6 @@ from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.slurm_version import image_series
 from slurmkube.plan.autoscale import Scaling
 from slurmkube.plan.model import Observed
-from slurmkube.plan.slurm_release import release_of
 from slurmkube.plan.upgrade import UpgradeInput
 from slurmkube.plan.upgrade_model import SLURMCTLD, SLURMDBD, SLURMRESTD, ComponentView
 from slurmkube.plan.upgrade_slurmd import NodeSetNodes
@@ -69,21 +68,14 @@ def config_image(observed: Observed) -> str:
     chosen = _slurmctld_config_image(observed, wanted)
     readers = [c.image for n, c in observed.components.items() if n != SLURMDBD and c.image]
     readers += [p.image or wanted for p in observed.pods]
-    older = [image for image in readers if _series_before(image, chosen)]
-    return min(older, key=_series) if older else chosen
-
-
-def _series(image: str) -> tuple[int, int]:
-    release = release_of(image)
-    return (release.year, release.month) if release is not None else (0, 0)
-
-
-def _series_before(image: str, than: str) -> bool:
-    """A release of an earlier major (the file's keys differ by major, not patch);
-    False when either tag names no version."""
-    if release_of(image) is None or release_of(than) is None:
-        return False
-    return _series(image) < _series(than)
+    # The file's keys differ by series, not patch; a tag naming no version is skipped.
+    ceiling = image_series(chosen)
+    older = [
+        (series, image)
+        for image in readers
+        if ceiling is not None and (series := image_series(image)) is not None and series < ceiling
+    ]
+    return min(older)[1] if older else chosen
 
 
 def _slurmctld_config_image(observed: Observed, wanted: str) -> str:
