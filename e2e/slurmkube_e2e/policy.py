@@ -1,17 +1,30 @@
-"""Reading what an AllocationSource applied: Slurm's associations and QOS (sacctmgr
-in the slurmctld pod) and its labelled Kueue objects; used by the policy e2e tests."""
+"""An AllocationSource for the sample cluster, and reading what it applied: Slurm's
+associations and QOS (sacctmgr in the slurmctld pod) and its labelled Kueue
+objects; used by the policy e2e tests."""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from slurmkube_e2e.kube import Kube, Manifest
-from slurmkube_e2e.operator_cluster import in_ctld
+from slurmkube_e2e.operator_cluster import API, in_ctld
 from slurmkube_e2e.waiting import eventually
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+def allocation_source(namespace: str, name: str, **spec: Any) -> Manifest:
+    """AllocationSource `name` for the cluster `local` of `namespace`, in a Cohort of
+    that namespace's own; `spec` names the source (inline, http, coldfront) and more."""
+    return {
+        "apiVersion": API,
+        "kind": "AllocationSource",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterRef": "local", "cohort": f"fleet-{namespace}", **spec},
+    }
 
 
 def associations(namespace: str) -> dict[tuple[str, str], str]:

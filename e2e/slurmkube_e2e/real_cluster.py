@@ -4,11 +4,16 @@ the defaults. Used by the real-node cluster and upgrade tests."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from slurmkube_e2e.accounting import db_login_secret, external_database
+from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 API = "slurmkube.io/v1alpha1"
 ON_REAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
@@ -48,3 +53,31 @@ def real_cluster_docs(
             },
         },
     ]
+
+
+@contextmanager
+def ready_real_cluster(
+    kube: Kube, prefix: str, cluster: str, *, image: str, replicas: int, database: MariaDB
+) -> Iterator[str]:
+    """`real_cluster_docs` applied in a new namespace `<prefix>-<n>`, Ready; its
+    namespace. The SlurmCluster and the namespace are deleted afterwards."""
+    namespace = f"{prefix}-{int(time.time()) % 100000}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
+    started = time.monotonic()
+    for doc in real_cluster_docs(namespace, cluster, image, replicas, database):
+        kube.apply(doc)
+    try:
+        wait_for(
+            kube, API, "SlurmCluster", cluster, lambda o: has_condition(o, "Ready"),
+            namespace=namespace, timeout=300,
+        )  # fmt: skip
+        print(
+            f"\nSlurmCluster {cluster} ({image}) on {replicas} real nodes Ready"
+            f" in {time.monotonic() - started:.1f}s"
+        )
+        yield namespace
+    finally:
+        kube.delete(API, "SlurmCluster", cluster, namespace)
+        wait_gone(kube, API, "SlurmCluster", cluster, namespace=namespace, timeout=180)
+        kube.delete("v1", "Namespace", namespace)

@@ -50,17 +50,7 @@ def team(name: str, gpus: int, users: list[str], namespace: str, **more: Any) ->
 
 
 def allocation_source(namespace: str, teams: list[dict[str, Any]], **spec: Any) -> Manifest:
-    return {
-        "apiVersion": API,
-        "kind": "AllocationSource",
-        "metadata": {"name": SOURCE, "namespace": namespace},
-        "spec": {
-            "clusterRef": "local",
-            "cohort": f"fleet-{namespace}",
-            "inline": {"teams": teams},
-            **spec,
-        },
-    }
+    return policy.allocation_source(namespace, SOURCE, inline={"teams": teams}, **spec)
 
 
 def initial_teams(ns_a: str, ns_b: str) -> list[dict[str, Any]]:

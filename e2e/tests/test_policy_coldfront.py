@@ -120,21 +120,16 @@ def applied(
             "stringData": {"token": coldfront.token},
         }
     )
-    source = {
-        "apiVersion": API,
-        "kind": "AllocationSource",
-        "metadata": {"name": SOURCE, "namespace": cluster},
-        "spec": {
-            "clusterRef": "local",
-            "cohort": f"fleet-{cluster}",
-            "coldfront": {
-                "url": coldfront.url,
-                "tokenSecretRef": {"name": "coldfront-token", "key": "token"},
-                "resourceName": RESOURCE,
-                "defaultQuota": {"gpus": 0},
-            },
+    source = policy.allocation_source(
+        cluster,
+        SOURCE,
+        coldfront={
+            "url": coldfront.url,
+            "tokenSecretRef": {"name": "coldfront-token", "key": "token"},
+            "resourceName": RESOURCE,
+            "defaultQuota": {"gpus": 0},
         },
-    }
+    )
     started = time.monotonic()
     kube.apply(source)
     try:

@@ -69,30 +69,25 @@ def teams(kube: Kube, cluster: str, gpu_nodes: list[Manifest]) -> Iterator[Teams
     submitter = in_ctld(cluster, "id", "-un").strip()
     with policy.team_namespaces(kube, f"cap-{suffix}") as (ns_a, ns_b):
         names = Teams(f"cap-a-{suffix}", f"cap-b-{suffix}", ns_a, ns_b, flavor)
-        source = {
-            "apiVersion": API,
-            "kind": "AllocationSource",
-            "metadata": {"name": SOURCE, "namespace": cluster},
-            "spec": {
-                "clusterRef": "local",
-                "cohort": f"fleet-{cluster}",
-                "resourceFlavor": flavor,
-                "inline": {
-                    "teams": [
-                        {
-                            "name": names.a,
-                            "gpus": QUOTA,
-                            "members": {"slurmUsers": [submitter], "namespaces": [ns_a]},
-                        },
-                        {
-                            "name": names.b,
-                            "gpus": 4,
-                            "members": {"slurmUsers": ["carol"], "namespaces": [ns_b]},
-                        },
-                    ]
-                },
+        source = policy.allocation_source(
+            cluster,
+            SOURCE,
+            resourceFlavor=flavor,
+            inline={
+                "teams": [
+                    {
+                        "name": names.a,
+                        "gpus": QUOTA,
+                        "members": {"slurmUsers": [submitter], "namespaces": [ns_a]},
+                    },
+                    {
+                        "name": names.b,
+                        "gpus": 4,
+                        "members": {"slurmUsers": ["carol"], "namespaces": [ns_b]},
+                    },
+                ]
             },
-        }
+        )
         kube.apply(source)
         try:
             eventually(

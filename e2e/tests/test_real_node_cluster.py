@@ -23,9 +23,9 @@ from slurmkube_e2e.kubectl import kubectl as run_kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.pod_exec import kubectl_exec
-from slurmkube_e2e.real_cluster import API, real_cluster_docs
+from slurmkube_e2e.real_cluster import API, ready_real_cluster
 from slurmkube_e2e.realnode_config import RealNode
-from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
+from slurmkube_e2e.waiting import has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -49,25 +49,10 @@ def in_ctld(namespace: str, *argv: str) -> str:
 def cluster(
     kube: Kube, operator: None, real_nodes: list[RealNode], database: MariaDB
 ) -> Iterator[str]:
-    namespace = f"real-cluster-{int(time.time()) % 100000}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    started = time.monotonic()
-    for doc in real_cluster_docs(namespace, CLUSTER, IMAGE, len(real_nodes), database):
-        kube.apply(doc)
-    wait_for(
-        kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),
-        namespace=namespace, timeout=300,
-    )  # fmt: skip
-    print(
-        f"\nSlurmCluster on {len(real_nodes)} real nodes Ready in {time.monotonic() - started:.1f}s"
-    )
-    try:
+    with ready_real_cluster(
+        kube, "real-cluster", CLUSTER, image=IMAGE, replicas=len(real_nodes), database=database
+    ) as namespace:
         yield namespace
-    finally:
-        kube.delete(API, "SlurmCluster", CLUSTER, namespace)
-        wait_gone(kube, API, "SlurmCluster", CLUSTER, namespace=namespace, timeout=180)
-        kube.delete("v1", "Namespace", namespace)
 
 
 def test_every_pod_runs_on_a_real_node_from_the_built_image(

@@ -28,9 +28,8 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.pod_exec import kubectl_exec
-from slurmkube_e2e.real_cluster import API, real_cluster_docs
+from slurmkube_e2e.real_cluster import API, ready_real_cluster
 from slurmkube_e2e.realnode_config import RealNode
-from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 
@@ -116,26 +115,10 @@ def cluster(
     database: MariaDB,
     images: tuple[str, str],
 ) -> Iterator[str]:
-    namespace = f"real-upgrade-{int(time.time()) % 100000}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
-    started = time.monotonic()
-    for doc in real_cluster_docs(namespace, CLUSTER, images[0], len(real_nodes), database):
-        kube.apply(doc)
-    try:
-        wait_for(
-            kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),
-            namespace=namespace, timeout=300,
-        )  # fmt: skip
-        print(
-            f"\n24.11 cluster on {len(real_nodes)} real nodes Ready"
-            f" in {time.monotonic() - started:.1f}s"
-        )
+    with ready_real_cluster(
+        kube, "real-upgrade", CLUSTER, image=images[0], replicas=len(real_nodes), database=database
+    ) as namespace:
         yield namespace
-    finally:
-        kube.delete(API, "SlurmCluster", CLUSTER, namespace)
-        wait_gone(kube, API, "SlurmCluster", CLUSTER, namespace=namespace, timeout=180)
-        kube.delete("v1", "Namespace", namespace)
 
 
 def test_an_upgrade_from_24_11_to_26_05_keeps_the_running_job_and_the_queue(
