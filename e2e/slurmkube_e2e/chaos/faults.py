@@ -97,9 +97,11 @@ _SHAPE = re.compile(r"\b(CPUTot|RealMemory|Gres)=(\S*)")
 
 
 def node_shape(namespace: str, node: str) -> dict[str, str]:
-    """CPUs, memory and GRES slurmctld holds for the node (empty when it has none)."""
-    out = ctld(namespace, "scontrol", "-o", "show", "node", node)
-    return dict(_SHAPE.findall(out))
+    """CPUs, memory and GRES slurmctld holds for the node (empty when it has no
+    such node: all nodes are read, since `show node X` fails for a removed one)."""
+    out = ctld(namespace, "scontrol", "-o", "show", "nodes")
+    line = next((ln for ln in out.splitlines() if ln.startswith(f"NodeName={node} ")), "")
+    return dict(_SHAPE.findall(line))
 
 
 def operator_drained(ctx: Chaos, rep: FaultReport, node: str, started: float) -> bool:
@@ -135,17 +137,25 @@ def pod_uids(kube: Kube, namespace: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurmd_pods(kube, namespace)}
 
 
+def same_pod(pod: Manifest, now: Manifest | None) -> bool:
+    """Whether `now` is still `pod`: not gone, replaced or being deleted."""
+    return (
+        now is not None
+        and now["metadata"]["uid"] == pod["metadata"]["uid"]
+        and not now["metadata"].get("deletionTimestamp")
+    )
+
+
+def note(found: list[str], message: str) -> None:
+    if message not in found:
+        found.append(message)
+
+
 def watch_pod(ctx: Chaos, rep: FaultReport, pod: Manifest, why: str) -> None:
     """A violation when the pod is gone, replaced or being deleted."""
     now = ctx.kube.get("v1", "Pod", pod["metadata"]["name"], namespace=ctx.namespace)
-    if (
-        now is None
-        or now["metadata"]["uid"] != pod["metadata"]["uid"]
-        or now["metadata"].get("deletionTimestamp")
-    ):
-        message = f"slurmd pod {pod['metadata']['name']} deleted {why}"
-        if message not in rep.violations:
-            rep.violations.append(message)
+    if not same_pod(pod, now):
+        note(rep.violations, f"slurmd pod {pod['metadata']['name']} deleted {why}")
 
 
 # --- the faults ---------------------------------------------------------------
@@ -231,12 +241,22 @@ def busy_node_relabelled(ctx: Chaos, rep: FaultReport) -> Settled:
     rep.injected = True
     try:
         drained = False
-        while ctx.jobs.wait_ended({job.job_id}, 0):
-            watch_pod(ctx, rep, pod, "while its node ran a job")
+        while True:
+            pod_now = ctx.kube.get("v1", "Pod", pod["metadata"]["name"], namespace=ctx.namespace)
             now = node_shape(ctx.namespace, node)
-            if now != shape and f"shape changed: {now}" not in rep.violations:
-                rep.violations.append(f"shape changed: {now}")
-            drained = drained or operator_drained(ctx, rep, node, started)
+            drained_now = operator_drained(ctx, rep, node, started)
+            # Judged only when the job still runs after the reads: the node and
+            # its pod may rightly go the moment it ends.
+            if not ctx.jobs.wait_ended({job.job_id}, 0):
+                break
+            if not same_pod(pod, pod_now):
+                note(
+                    rep.violations,
+                    f"slurmd pod {pod['metadata']['name']} deleted while its node ran a job",
+                )
+            if now != shape:
+                note(rep.violations, f"shape changed: {now}")
+            drained = drained or drained_now
             assert time.monotonic() - started < job.seconds_left + 120, "job did not end"
             time.sleep(2)
         ended = time.monotonic()
