@@ -145,6 +145,13 @@ KUEUE_NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("kueue.x-k8s.io", "workloads"): {
         "list": Caller(CACHES, '@kopf.index("kueue.x-k8s.io", "v1beta2", "workloads")'),
         "watch": Caller(LENDING, 'kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")'),
+        "patch": Caller(POLICY_APPLY, '"Workload",\n                label.workload'),
+    },
+    **{
+        (group, kind): {
+            "patch": Caller(POLICY_APPLY, "{PRIORITY_CLASS_LABEL: label.priority_class}")
+        }
+        for group, kind in (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"))
     },
     ("kueue.x-k8s.io", "workloads/status"): {
         "patch": Caller("controllers/lending_apply.py", '"kind": "Workload",'),

@@ -146,7 +146,18 @@ checks each against the code); no wildcards. Secrets are apart
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads]
   # list/watch: kopf's watch and the bridge's round (controllers/lending.py).
-  verbs: [list, watch]
+  # patch: the annotation naming the tier the policy gave a pending
+  # Workload's job (controllers/policy_apply.py label_tiers).
+  verbs: [list, watch, patch]
+- apiGroups: [batch]
+  resources: [jobs]
+  # patch: a pending job's kueue.x-k8s.io/priority-class label, the team's
+  # tier under the allocation policy (controllers/policy_apply.py label_tiers).
+  verbs: [patch]
+- apiGroups: [jobset.x-k8s.io]
+  resources: [jobsets]
+  # patch: as for jobs.
+  verbs: [patch]
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads/status]
   # patch: server-side apply of the admission check's state and podSetUpdates.

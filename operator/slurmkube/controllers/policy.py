@@ -11,7 +11,8 @@ does not compile changes nothing (conditions say why). Else observe what
 each scheduler runs for each team (Slurm jobs by account through slurmrestd,
 Kueue Workloads by namespace from the bridge's watch), accrue the ledger,
 plan the gates, write Slurm (`sacctmgr` through the JWT, `policy_apply`) and
-Kueue (server-side apply, stale objects deleted by label), then status,
+Kueue (server-side apply, stale objects deleted by label, the tier label of
+pending Workloads' jobs), then status,
 Events at budget thresholds and drift, and metrics. The ledger lives in
 memory and is seeded from the status's period usage after a restart.
 """
@@ -33,7 +34,14 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.allocation_source import AllocationSource
 from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers import caches, handlers, lending
-from slurmkube.controllers.policy_apply import emit, sync_kueue, sync_slurm, write_status
+from slurmkube.controllers.policy_apply import (
+    emit,
+    label_tiers,
+    priority_class_values,
+    sync_kueue,
+    sync_slurm,
+    write_status,
+)
 from slurmkube.controllers.policy_sources import Fetched, SourceError, SourceReader
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
@@ -45,6 +53,7 @@ from slurmkube.plan.policy.slurm import SlurmEntity
 from slurmkube.plan.policy.slurm_diff import SlurmChange
 from slurmkube.plan.policy.sources import load_allocation_source, policy_from_source
 from slurmkube.plan.policy.sync import SyncOutcome, policy_events
+from slurmkube.plan.policy.tiers import plan_policy_tier_labels
 from slurmkube.plan.policy.usage import (
     JobUse,
     Ledgers,
@@ -254,11 +263,16 @@ def sync_source(
             changes, slurm_error = sync_slurm(client, desired, memory.last_applied)
             if not slurm_error:
                 memory.last_applied = desired
+    # Tiers before quotas: a pending workload takes its tier before a quota
+    # raised in this sync can admit it.
+    values = priority_class_values(kube)
+    tier_error = label_tiers(kube, plan_policy_tier_labels(policy, gates, values, workloads))
     kueue_error = sync_kueue(
         kube,
         compile_kueue(policy, {t: g.kueue for t, g in gates.items()}),
         source_label(namespace, name),
     )
+    kueue_error = kueue_error or tier_error
     teams = teams_status(policy, observations, memory.ledgers.usage, gates)
     outcome = SyncOutcome(
         slurm_error=slurm_error,

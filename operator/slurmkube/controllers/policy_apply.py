@@ -5,7 +5,8 @@ order, through `SacctmgrClient`; the first that fails stops the rest (a later
 one may need it) and the next sync plans again from what slurmdbd shows.
 Kueue: server-side apply of every desired object with the source's label,
 then delete the source's labelled objects no longer desired (a removed team's
-ClusterQueue and LocalQueues). Idempotent: a second run changes nothing.
+ClusterQueue and LocalQueues); then the tier label of the jobs of pending
+Workloads (`plan.policy.tiers`). Idempotent: a second run changes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from slurmkube.api import well_known as wk
 from slurmkube.kube.client import Kube, Manifest
@@ -26,6 +27,7 @@ from slurmkube.plan.policy.observed import observed_entities
 from slurmkube.plan.policy.slurm import SlurmEntity
 from slurmkube.plan.policy.slurm_diff import SlurmChange, diff_slurm, sacctmgr_argv
 from slurmkube.plan.policy.sync import PolicyEvent, SyncOutcome, sync_conditions
+from slurmkube.plan.policy.tiers import PRIORITY_CLASS_LABEL, TIER_ANNOTATION, TierLabel
 from slurmkube.slurm.accounting import SacctmgrClient
 from slurmkube.slurm.errors import SlurmError
 
@@ -69,8 +71,61 @@ def sync_kueue(kube: Kube, objects: list[Manifest], label: str) -> str:
     except ResourceNotFoundError as err:
         return f"Kueue's CRDs are not installed ({err})"
     except (DynamicApiError, ApiException) as err:
-        return f"{getattr(err, 'status', '')} {getattr(err, 'reason', err)}".strip()
+        return _api_error(err)
     return ""
+
+
+def _api_error(err: DynamicApiError | ApiException) -> str:
+    if isinstance(err, DynamicApiError):
+        return f"{err.status} {err.summary()}"  # type: ignore[no-untyped-call]
+    return f"{err.status} {err.reason}"
+
+
+def priority_class_values(kube: Kube) -> dict[str, int]:
+    """Every WorkloadPriorityClass's value (empty when Kueue is not installed)."""
+    try:
+        classes = kube.list(KUEUE_API, "WorkloadPriorityClass", None)
+    except ResourceNotFoundError:
+        return {}
+    return {str(c["metadata"]["name"]): int(c.get("value") or 0) for c in classes}
+
+
+def label_tiers(kube: Kube, labels: Sequence[TierLabel]) -> str:
+    """Give each job its tier; the first refusal or "" (the others are still tried).
+
+    The Workload's annotation first: were the label written and the annotation
+    not, the class would look the user's own and never be raised again."""
+    refused = ""
+    for label in labels:
+        try:
+            kube.annotate(
+                KUEUE_API,
+                "Workload",
+                label.workload,
+                label.namespace,
+                {TIER_ANNOTATION: label.priority_class},
+            )
+            kube.merge_patch(
+                label.api_version,
+                label.kind,
+                label.name,
+                label.namespace,
+                {"metadata": {"labels": {PRIORITY_CLASS_LABEL: label.priority_class}}},
+            )
+        except NotFoundError:
+            continue  # finished and gone since the cache saw it
+        except (DynamicApiError, ApiException) as err:
+            where = f"tier {label.priority_class} on {label.kind} {label.namespace}/{label.name}"
+            refused = refused or f"{where}: {_api_error(err)}"
+            continue
+        log.info(
+            "policy tier kind=%s name=%s/%s class=%s",
+            label.kind,
+            label.namespace,
+            label.name,
+            label.priority_class,
+        )
+    return refused
 
 
 def write_status(

@@ -176,37 +176,31 @@ class Kube:
             return False
         return True
 
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: Manifest
+    ) -> None:
+        """A JSON merge patch of any object (a None value removes a key)."""
+        self._resource(api_version, kind).patch(
+            body=patch, name=name, namespace=namespace, content_type="application/merge-patch+json"
+        )
+
     def annotate(
         self, api_version: str, kind: str, name: str, namespace: str | None, annotations: Manifest
     ) -> None:
         """Set annotations of any object (merge patch; a None value removes one)."""
-        self._resource(api_version, kind).patch(
-            body={"metadata": {"annotations": annotations}},
-            name=name,
-            namespace=namespace,
-            content_type="application/merge-patch+json",
+        self.merge_patch(
+            api_version, kind, name, namespace, {"metadata": {"annotations": annotations}}
         )
 
     def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
         """Set one annotation of a Pod (merge patch); a missing pod is left alone.
         The same value again is a no-op for the API server: no new resourceVersion."""
-        with contextlib.suppress(NotFoundError):
-            self._resource("v1", "Pod").patch(
-                body={"metadata": {"annotations": {key: value}}},
-                name=name,
-                namespace=namespace,
-                content_type="application/merge-patch+json",
-            )
+        self.merge_patch_pod(namespace, name, {"metadata": {"annotations": {key: value}}})
 
     def merge_patch_pod(self, namespace: str, name: str, patch: Manifest) -> None:
         """A JSON merge patch of a Pod (its labels, say); a missing pod is left alone."""
         with contextlib.suppress(NotFoundError):
-            self._resource("v1", "Pod").patch(
-                body=patch,
-                name=name,
-                namespace=namespace,
-                content_type="application/merge-patch+json",
-            )
+            self.merge_patch("v1", "Pod", name, namespace, patch)
 
     def patch_pod_conditions(
         self, namespace: str, name: str, conditions: Sequence[Manifest]

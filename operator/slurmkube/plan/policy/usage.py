@@ -40,7 +40,7 @@ def workload_gpus(raw: Mapping[str, Any]) -> int:
     return total
 
 
-def _workload_state(raw: Mapping[str, Any]) -> str | None:
+def workload_state(raw: Mapping[str, Any]) -> str | None:
     """ "admitted", "pending" or None (finished or inactive: counts for nothing)."""
     conditions = {
         c.get("type"): c.get("status") == "True"
@@ -73,7 +73,7 @@ def observe_teams(
                 waits(job.account, 0, job.gpus)
     for raw in workloads:
         team = namespace_team.get((raw.get("metadata") or {}).get("namespace", ""))
-        state = _workload_state(raw)
+        state = workload_state(raw)
         if team is None or state is None:
             continue
         gpus = workload_gpus(raw)
