@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api, V1Eviction, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
+from slurmkube_runtime import cli as runtime_cli
+from slurmkube_runtime.layout import BRIDGE_IP, RuntimeLayout
 
 from slurmkube.api import well_known as wk
 from slurmkube_e2e.chaos.checks import slurm_nodes, slurmd_pod_on, slurmd_pods
@@ -391,6 +394,42 @@ def slurmrestd_down(ctx: Chaos, rep: FaultReport) -> Settled:
     return None
 
 
+PARTITION_SECONDS = 30
+
+
+def network_partition(ctx: Chaos, rep: FaultReport) -> Settled:
+    """The host, where both operators run, cut off from slurmctld and slurmrestd
+    for 30 s: in each pod's network namespace (the test bed's own), packets from
+    the slot's bridge address are dropped. Slurm cannot be read, so nothing may
+    be deleted or replaced; jobs run on (slurmd reaches slurmctld pod to pod)."""
+    layout = RuntimeLayout.from_env()
+    pods = [f"{CLUSTER}-slurmctld-0"] + [
+        p["metadata"]["name"]
+        for p in ctx.kube.list("v1", "Pod", namespace=ctx.namespace)
+        if p["metadata"]["name"].startswith(f"{CLUSTER}-slurmrestd-")
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    pids = [runtime_cli.running_sandbox(layout, ctx.namespace, pod).init_pid for pod in pods]
+    rule = ["INPUT", "-s", str(BRIDGE_IP), "-j", "DROP"]
+    before = pod_uids(ctx.kube, ctx.namespace)
+    started = time.monotonic()
+    try:
+        for pid in pids:
+            subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", "-I", *rule], check=True)
+            rep.injected = True
+        rep.detail = f"{', '.join(pods)} dropped packets from {BRIDGE_IP} for {PARTITION_SECONDS}s"
+        while time.monotonic() - started < PARTITION_SECONDS:
+            if pod_uids(ctx.kube, ctx.namespace) != before:
+                note(rep.violations, "slurmd pods changed while Slurm could not be read")
+            time.sleep(3)
+        cluster = ctx.kube.get(API, "SlurmCluster", CLUSTER, namespace=ctx.namespace)
+        rep.observations.append(f"Ready at the end of the partition: {condition(cluster, 'Ready')}")
+    finally:
+        for pid in pids:
+            subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", "-D", *rule], check=False)
+    return None
+
+
 def api_server_restart(ctx: Chaos, rep: FaultReport) -> Settled:
     """The kube-apiserver stopped for 9 s and started again (this slot's only)."""
     if ctx.api_server is None:
@@ -469,6 +508,7 @@ FAULTS: dict[str, Fault] = {
     "busy_node_gpu_drop": busy_node_gpu_drop,
     "busy_node_drained": busy_node_drained,
     "slurmrestd_down": slurmrestd_down,
+    "network_partition": network_partition,
     "api_server_restart": api_server_restart,
     "cluster_deleted_and_recreated": cluster_deleted_and_recreated,
 }

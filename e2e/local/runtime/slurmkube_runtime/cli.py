@@ -154,6 +154,17 @@ def logs(layout: RuntimeLayout, namespace: str, name: str, container: str | None
     sys.stdout.flush()
 
 
+def running_sandbox(layout: RuntimeLayout, namespace: str, name: str) -> sandbox.Sandbox:
+    """A running pod's sandbox (its init's PID holds the pod's namespaces)."""
+    state = layout.pod_dir(_pod_uid(layout, namespace, name)) / "sandbox.json"
+    if not state.exists():
+        raise CliError(f"pod {namespace}/{name} has no sandbox on the local runtime")
+    sb = sandbox.Sandbox.load(state)
+    if not sb.alive():
+        raise CliError(f"sandbox of pod {namespace}/{name} is not running")
+    return sb
+
+
 def exec_argv(
     layout: RuntimeLayout,
     namespace: str,
@@ -165,13 +176,7 @@ def exec_argv(
 ) -> tuple[list[str], dict[str, str]]:
     """nsenter argv and env that run command in the pod as its container would
     (its user and environment), in `workdir` if given."""
-    uid = _pod_uid(layout, namespace, name)
-    state = layout.pod_dir(uid) / "sandbox.json"
-    if not state.exists():
-        raise CliError(f"pod {namespace}/{name} has no sandbox on the local runtime")
-    sb = sandbox.Sandbox.load(state)
-    if not sb.alive():
-        raise CliError(f"sandbox of pod {namespace}/{name} is not running")
+    sb = running_sandbox(layout, namespace, name)
     # As kubectl exec: the pod's first app container, never an init container.
     chosen = container or next(
         (n for n, info in sb.containers.items() if not info.get("init")), None
