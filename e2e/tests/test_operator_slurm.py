@@ -1,8 +1,13 @@
-"""The operator's pods run the real Slurm daemons (local pod runtime): the SlurmCluster
-becomes Ready with the right node counts, sinfo in the slurmctld pod shows the
-NodeSet's nodes idle with their GPUs, a gang job runs inside one NVLink block,
-a partition change reconfigures slurmctld in place, and scale-in waits for the
-running job before it removes the slurmd pod.
+"""The operator's pods run the real Slurm daemons (the local pod runtime, or real
+kubelets with `SLURMKUBE_E2E_NODES=real`): the SlurmCluster becomes Ready with
+the right node counts, sinfo in the slurmctld pod shows the NodeSet's nodes idle
+with their GPUs, a gang job runs inside one NVLink block, a partition change
+reconfigures slurmctld in place, and scale-in waits for the running job before
+it removes the slurmd pod.
+
+Nodes are named by their place in Slurm's node order (`scontrol show nodes`,
+the operator's order): the NodeSet's `replicas` take the first, scale-in gives
+up the last of those.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_g
 
 pytestmark = pytest.mark.e2e
 SLURMD = "app.kubernetes.io/name=slurmd"
+REPLICAS = 4
 # The toleration the rollout test adds; later tests keep it (no second rollout).
 ROLLOUT = ({"key": "example.com/rollout", "operator": "Exists", "effect": "NoSchedule"},)
 
@@ -49,20 +55,41 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
 
 
+def node_order(namespace: str) -> list[str]:
+    """Slurm's nodes in its node table's order (the config's, the operator's)."""
+    out = in_ctld(namespace, "scontrol", "-o", "show", "nodes")
+    return [line.split()[0].removeprefix("NodeName=") for line in out.splitlines() if line]
+
+
+def block_size(namespace: str) -> int:
+    """Nodes in the first NVLink block of `scontrol show topology`."""
+    out = in_ctld(namespace, "scontrol", "show", "topology")
+    sizes = [int(f.split("=", 1)[1]) for f in out.split() if f.startswith("BlockSize=")]
+    assert sizes, out
+    return sizes[0]
+
+
+def hostnames(namespace: str, hostlist: str) -> set[str]:
+    return set(in_ctld(namespace, "scontrol", "show", "hostnames", hostlist).split())
+
+
 def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
     kube: Kube, slurm: str
 ) -> None:
     cluster = kube.get(API, "SlurmCluster", "local", namespace=slurm)
     assert cluster is not None
-    assert cluster["status"]["nodes"]["total"] == 4
-    assert cluster["status"]["nodes"]["cloud"] == 4  # local-4..7: no slurmd pod, idle~
-    assert cluster["status"]["gpus"]["total"] == 16
+    order = node_order(slurm)
+    with_pods, without = order[:REPLICAS], order[REPLICAS:]
+    assert cluster["status"]["nodes"]["total"] == len(order)
+    # Fleet nodes beyond replicas get no slurmd pod: CLOUD, powered down (idle~).
+    assert cluster["status"]["nodes"]["cloud"] == len(without)
+    assert cluster["status"]["gpus"]["total"] == 4 * len(order)
     # Each slurmd pod mirrors its node's Slurm state as a condition.
     wait_for(
         kube,
         "v1",
         "Pod",
-        "local-local-0",
+        f"local-{order[0]}",
         lambda p: any(
             c["type"] == "slurmkube.io/SlurmNode" and c["reason"] == "Idle"
             for c in (p.get("status") or {}).get("conditions") or []
@@ -72,11 +99,8 @@ def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
     )
     rows = in_ctld(slurm, "sinfo", "-h", "-N", "-o", "%N %T %G").split("\n")
     states = {r.split()[0]: r.split()[1:] for r in rows if r.strip()}
-    # Four slurmd pods (replicas: 4) register idle; the rest stay CLOUD, powered down.
-    assert [n for n, s in states.items() if s == ["idle", "gpu:gb200:4"]] == [
-        f"local-{i}" for i in range(4)
-    ]
-    assert all(s[0] == "idle~" for n, s in states.items() if n >= "local-4")
+    assert {n for n, s in states.items() if s == ["idle", "gpu:gb200:4"]} == set(with_pods)
+    assert all(states[n][0] == "idle~" for n in without)
 
 
 def test_login_pod_runs_slurm_commands_through_sackd(kube: Kube, slurm: str) -> None:
@@ -92,24 +116,27 @@ def test_login_pod_runs_slurm_commands_through_sackd(kube: Kube, slurm: str) -> 
     name = login["metadata"]["name"]
     # The login pod holds slurm.key only: sackd fetched the config and signs for clients.
     states = in_pod(slurm, name, "sinfo", "-h", "-N", "-p", "gpu", "-o", "%T").split()
-    assert states.count("idle") == 4  # the rest are powered down, idle~
+    assert states.count("idle") == REPLICAS  # the rest are powered down, idle~
     job = in_pod(slurm, name, "sbatch", "--parsable", "-N1", "--wrap", "true").strip()
     wait_job(slurm, job, {"COMPLETED"})
 
 
 def test_gang_job_runs_inside_one_block_on_operator_pods(kube: Kube, slurm: str) -> None:
+    # Four nodes in segments of one NVLink block each (a block of 4 on the
+    # runtime's domains of 4, two of 2 on the real nodes' domains of 2).
+    segment = block_size(slurm)
     out = in_ctld(
         slurm,
         "sbatch",
         "--parsable",
-        "-N4",
-        "--segment=4",
+        f"-N{REPLICAS}",
+        f"--segment={segment}",
         "--gres=gpu:4",
         "--wrap",
         "srun hostname",
     )
     nodes = wait_job(slurm, out.strip(), {"COMPLETED"})
-    assert nodes == "local-[0-3]"
+    assert hostnames(slurm, nodes) == set(node_order(slurm)[:REPLICAS])
 
 
 def test_partition_change_reconfigures_in_place(kube: Kube, slurm: str) -> None:
@@ -147,16 +174,15 @@ def test_changed_pod_template_rolls_pods_one_at_a_time_draining_first(
         return {p["metadata"]["name"]: p for p in pods}
 
     before = {name: p["metadata"]["uid"] for name, p in slurmd_pods().items()}
-    job = in_ctld(
-        slurm, "sbatch", "--parsable", "-N1", "-w", "local-1", "--wrap", "sleep 40"
-    ).strip()
+    node = node_order(slurm)[1]
+    job = in_ctld(slurm, "sbatch", "--parsable", "-N1", "-w", node, "--wrap", "sleep 40").strip()
     wait_job(slurm, job, {"RUNNING"})
     # A new toleration changes every slurmd pod's template: each is replaced.
     kube.apply(docs(slurm, node_set_tolerations=ROLLOUT)[1])
     # While the job runs, its node's pod stays (drained at most); the others roll.
     while job_state(slurm, job)[0] == "RUNNING":
-        busy = slurmd_pods().get("local-local-1")
-        assert busy is not None and busy["metadata"]["uid"] == before["local-local-1"]
+        busy = slurmd_pods().get(f"local-{node}")
+        assert busy is not None and busy["metadata"]["uid"] == before[f"local-{node}"]
         time.sleep(2)
     wait_job(slurm, job, {"COMPLETED"}, timeout=60)
     final = wait_for_list(
@@ -164,7 +190,7 @@ def test_changed_pod_template_rolls_pods_one_at_a_time_draining_first(
         "v1",
         "Pod",
         lambda pods: (
-            len(pods) == 4
+            len(pods) == REPLICAS
             and all(p["metadata"]["uid"] not in before.values() for p in pods)
             and all(has_condition(p, "Ready") for p in pods)
         ),
@@ -181,7 +207,7 @@ def test_changed_pod_template_rolls_pods_one_at_a_time_draining_first(
         API,
         "SlurmCluster",
         "local",
-        lambda o: (o.get("status") or {}).get("nodes", {}).get("idle") == 4,
+        lambda o: (o.get("status") or {}).get("nodes", {}).get("idle") == REPLICAS,
         namespace=slurm,
         timeout=60,
     )
@@ -189,16 +215,15 @@ def test_changed_pod_template_rolls_pods_one_at_a_time_draining_first(
 
 
 def test_scale_in_waits_for_the_running_job_then_removes_the_pod(kube: Kube, slurm: str) -> None:
-    job = in_ctld(
-        slurm, "sbatch", "--parsable", "-N1", "-w", "local-3", "--wrap", "sleep 15"
-    ).strip()
+    last = node_order(slurm)[REPLICAS - 1]  # the one scale-in gives up
+    job = in_ctld(slurm, "sbatch", "--parsable", "-N1", "-w", last, "--wrap", "sleep 15").strip()
     wait_job(slurm, job, {"RUNNING"})
-    node_set = docs(slurm, replicas=3, node_set_tolerations=ROLLOUT)[1]
+    node_set = docs(slurm, replicas=REPLICAS - 1, node_set_tolerations=ROLLOUT)[1]
     kube.apply(node_set)
     time.sleep(8)
     # Draining, not deleted, while the job runs.
-    assert kube.get("v1", "Pod", "local-local-3", namespace=slurm) is not None
-    assert "drain" in in_ctld(slurm, "sinfo", "-h", "-n", "local-3", "-o", "%T")
+    assert kube.get("v1", "Pod", f"local-{last}", namespace=slurm) is not None
+    assert "drain" in in_ctld(slurm, "sinfo", "-h", "-n", last, "-o", "%T")
     wait_job(slurm, job, {"COMPLETED"}, timeout=60)
-    wait_gone(kube, "v1", "Pod", "local-local-3", namespace=slurm, timeout=90)
+    wait_gone(kube, "v1", "Pod", f"local-{last}", namespace=slurm, timeout=90)
     assert job_state(slurm, job)[0] == "COMPLETED"
