@@ -42,6 +42,7 @@ GPU_HOURS = 1
 REACTION_SECONDS = 30
 # The default tiers: the team's "normal" and the one below it.
 TIER, LOWER, LOWER_VALUE = "normal", "low", 10
+BUDGET = "slurmkube.io/budget"  # the ClusterQueue's annotation naming the allocation
 
 
 @dataclass(frozen=True)
@@ -191,12 +192,17 @@ def test_at_100_percent_new_work_runs_a_tier_lower_and_at_120_it_is_held_on_both
     at_120 = time.monotonic() - started
     assert f"allocation {team.name}" in held["reason"] and "held" in held["reason"], held
     queue = eventually(
-        f"ClusterQueue {team.name} held",
+        f"ClusterQueue {team.name} held, naming the allocation",
         lambda: kube.get(KUEUE, "ClusterQueue", team.name),
-        lambda q: q is not None and q["spec"].get("stopPolicy") == "Hold",
+        lambda q: (
+            q is not None
+            and q["spec"].get("stopPolicy") == "Hold"
+            and "held" in q["metadata"].get("annotations", {}).get(BUDGET, "")
+        ),
         timeout=REACTION_SECONDS,
     )
     assert queue is not None
+    assert f"allocation {team.name}" in queue["metadata"]["annotations"][BUDGET]
     assert sacct_state(partial(in_ctld, cluster), lower_job) == "COMPLETED"
     eventually(
         f"{team.name}'s GrpTRES at what runs on Slurm (nothing)",

@@ -240,6 +240,17 @@ def test_kueue_gates_set_nominal_quota_and_hold() -> None:
     assert spec["stopPolicy"] == "Hold"
 
 
+def test_a_gated_teams_queue_names_its_allocation_and_an_ungated_one_carries_nothing() -> None:
+    reason = "allocation team-a (test): 12.1 of 10.0 GPU-hours this period; held"
+    held = _kueue(**{"team-a": KueueGate(0, "Hold", "low", reason)})
+    assert (
+        held[("ClusterQueue", "", "team-a")]["metadata"]["annotations"]["slurmkube.io/budget"]
+        == reason
+    )
+    for queue in (_kueue()[("ClusterQueue", "", "team-a")], held[("ClusterQueue", "", "team-b")]):
+        assert "slurmkube.io/budget" not in queue["metadata"]["annotations"]
+
+
 def test_a_team_without_namespaces_gets_no_local_queue_and_selects_no_namespace() -> None:
     objects = compile_kueue(policy(TeamBuilder("solo").obj()))
     (cq,) = [o for o in objects if o["kind"] == "ClusterQueue"]

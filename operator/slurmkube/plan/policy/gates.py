@@ -44,6 +44,8 @@ class KueueGate:
     stop_policy: Literal["None", "Hold"]
     priority_class: str
     """The WorkloadPriorityClass new workloads of the team should get."""
+    reason: str = ""
+    """Why the team's work is gated (the budget), on its ClusterQueue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,7 @@ def plan_gates(
     tier = (
         policy.lower_tier(team.tier) if level >= BudgetLevel.LOWER_TIER else policy.tier(team.tier)
     )
+    reason = _reason(policy, team, level, used_h, entitled_h)
     return TeamGates(
         team=team.name,
         level=level,
@@ -144,8 +147,9 @@ def plan_gates(
             nominal_quota=kueue_used + kueue_part,
             stop_policy="Hold" if level == BudgetLevel.HOLD else "None",
             priority_class=tier.name,
+            reason=reason,
         ),
-        reason=_reason(policy, team, level, used_h, entitled_h),
+        reason=reason,
     )
 
 

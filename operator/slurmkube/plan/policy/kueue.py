@@ -34,6 +34,10 @@ USAGE_SAMPLING_INTERVAL = "5m"
 # for CPU and memory. The policy meters GPUs; these get quotas no team reaches (small
 # enough that a cohort's sum stays far inside Kueue's int64 arithmetic).
 UNMETERED: dict[str, str] = {"cpu": "1M", "memory": "1Pi"}
+# On a team's ClusterQueue past 80% of its budget: the threshold, naming the
+# allocation (`kubectl describe clusterqueue`; Kueue's own message for a held
+# workload says only that the queue is inactive).
+BUDGET_ANNOTATION = f"{wk.GROUP}/budget"
 
 
 def _metadata(name: str, policy: Policy, **extra: str) -> dict[str, Any]:
@@ -59,10 +63,13 @@ def _quota(team: TeamAllocation, gate: KueueGate | None) -> dict[str, Any]:
 def cluster_queue(
     policy: Policy, team: TeamAllocation, gate: KueueGate | None = None
 ) -> dict[str, Any]:
+    metadata = _metadata(team.name, policy)
+    if gate is not None and gate.reason:
+        metadata["annotations"][BUDGET_ANNOTATION] = gate.reason
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
-        "metadata": _metadata(team.name, policy),
+        "metadata": metadata,
         "spec": {
             "cohortName": policy.cohort,
             "namespaceSelector": {
