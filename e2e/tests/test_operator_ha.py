@@ -17,7 +17,7 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster
 from slurmkube_e2e.replicas import Replica, Sampler, the_leader
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.waiting import wait_for, wait_for_list
 
 pytestmark = pytest.mark.e2e
 
@@ -93,5 +93,12 @@ def test_a_standby_takes_over_and_an_api_server_restart_never_makes_two_leaders(
     # Leave the local nodes free for the next module (namespace deletion drains).
     kube.delete(API, "SlurmCluster", "local", namespace=namespace)
     kube.delete(API, "NodeSet", "local", namespace=namespace)
-    for i in range(3):
-        wait_gone(kube, "v1", "Pod", f"local-local-{i}", namespace=namespace, timeout=120)
+    wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda pods: not pods,
+        namespace=namespace,
+        label_selector="app.kubernetes.io/name=slurmd",
+        timeout=120,
+    )
