@@ -90,7 +90,9 @@ def docs(
                 **(
                     {} if ON_REAL_NODES else {"slurmd": {"cgroups": False, "configOverrides": True}}
                 ),
-                "topology": {"blockSize": 4},
+                # A block per NVLink domain: four nodes on the runtime, two on
+                # the four real nodes.
+                "topology": {"blockSize": 2 if ON_REAL_NODES else 4},
                 "partitions": [
                     {"name": "gpu", "nodeSets": ["local"], "default": True, "maxTime": max_time}
                 ],

@@ -29,6 +29,7 @@ from slurmkube_e2e.operator_cluster import (
     ready_cluster,
     wait_job,
 )
+from slurmkube_e2e.topology import parse_blocks
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
@@ -62,11 +63,11 @@ def node_order(namespace: str) -> list[str]:
 
 
 def block_size(namespace: str) -> int:
-    """Nodes in the first NVLink block of `scontrol show topology`."""
+    """Nodes in the smallest NVLink block `scontrol show topology` shows."""
     out = in_ctld(namespace, "scontrol", "show", "topology")
-    sizes = [int(f.split("=", 1)[1]) for f in out.split() if f.startswith("BlockSize=")]
-    assert sizes, out
-    return sizes[0]
+    blocks = parse_blocks(out)
+    assert blocks, out
+    return min(len(nodes) for nodes in blocks.values())
 
 
 def hostnames(namespace: str, hostlist: str) -> set[str]:
