@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slurmkube_e2e.kube import Kube
-from slurmkube_e2e.kubectl import kubectl
+from slurmkube_e2e.kubectl import KubectlError, kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT
@@ -136,6 +136,13 @@ def slurm_node(index: int) -> str:
     return nodes[index].name
 
 
+def deployed_only() -> tuple[str, ...]:
+    """sbatch arguments that keep a job off the sample's nodes without a slurmd pod
+    (the runtime's local-4..7 are CLOUD, powered down: Slurm would try to resume
+    them); the four real nodes all run one."""
+    return () if ON_REAL_NODES else ("--exclude=local-[4-7]",)
+
+
 def in_ctld(namespace: str, *argv: str) -> str:
     return in_pod(namespace, "local-slurmctld-0", *argv)
 
@@ -159,7 +166,10 @@ def in_pod(namespace: str, pod: str, *argv: str) -> str:
     In /tmp: a job submitted here runs in the same directory on its nodes and
     writes its output there, which the image's user 401 may (not so in `/`)."""
     if ON_REAL_NODES:
-        return kubectl_exec(namespace, pod, *argv)
+        try:
+            return kubectl_exec(namespace, pod, *argv)
+        except KubectlError as err:  # fails as the runtime's exec does, for the retry loops
+            raise AssertionError(str(err)) from err
     return _runtime("exec", "-n", namespace, "--workdir", "/tmp", pod, "--", *argv)
 
 

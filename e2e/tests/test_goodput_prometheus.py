@@ -26,7 +26,7 @@ import yaml
 from slurmkube_e2e.demo_goodput import http_get
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env
-from slurmkube_e2e.operator_cluster import docs, in_ctld, ready_cluster, wait_job
+from slurmkube_e2e.operator_cluster import deployed_only, docs, in_ctld, ready_cluster, wait_job
 from slurmkube_e2e.operator_identity import operator_kubeconfig
 from slurmkube_e2e.waiting import wait_gone
 
@@ -145,9 +145,9 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
             kube.apply(doc)
         ready_cluster(kube, namespace)
         # Two of the four deployed 4-GPU nodes run a 2-node job; a 3-node gang then
-        # waits (kept off the powered-down CLOUD nodes local-[4-7], which Slurm would
-        # try to resume): the two free nodes are stranded, too few for it.
-        deployed = ("--gres=gpu:4", "--exclude=local-[4-7]", "--wrap")
+        # waits (kept off the powered-down CLOUD nodes, `deployed_only`, which Slurm
+        # would try to resume): the two free nodes are stranded, too few for it.
+        deployed = ("--gres=gpu:4", *deployed_only(), "--wrap")
         running = in_ctld(namespace, "sbatch", "--parsable", "-N2", *deployed, "sleep 300")
         wait_job(namespace, running.strip(), {"RUNNING"})
         waiting = in_ctld(namespace, "sbatch", "--parsable", "-N3", *deployed, "sleep 10")
@@ -255,7 +255,7 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
         jobs = []
         for nodes, gpus, seconds, pause in _job_mix(GOODPUT_SEED):
             time.sleep(pause)
-            argv = (f"-N{nodes}", f"--gres=gpu:{gpus}", "--exclude=local-[4-7]")
+            argv = (f"-N{nodes}", f"--gres=gpu:{gpus}", *deployed_only())
             jobs.append(
                 in_ctld(
                     namespace, "sbatch", "--parsable", *argv, "--wrap", f"sleep {seconds}"

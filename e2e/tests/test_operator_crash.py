@@ -17,7 +17,7 @@ import pytest
 
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster
+from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster, slurm_node
 from slurmkube_e2e.replicas import STARTED
 from slurmkube_e2e.waiting import wait_for, wait_for_list
 
@@ -111,7 +111,7 @@ def test_operator_killed_twenty_times_mid_reconcile_converges(
     slurmd = [p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/name") == "slurmd"]
     per_node = Counter(p["spec"].get("nodeName") for p in slurmd)
     assert all(n == 1 for n in per_node.values()), f"duplicate slurmd pods: {per_node}"
-    assert sorted(per_node) == [f"local-{i}" for i in range(replicas)]
+    assert sorted(per_node) == sorted(slurm_node(i) for i in range(replicas))
     for obj in objects.values():
         owners = obj["metadata"].get("ownerReferences") or []
         assert owners, f"{obj['kind']} {obj['metadata']['name']} has no owner"

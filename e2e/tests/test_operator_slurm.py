@@ -81,10 +81,10 @@ def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
     assert cluster is not None
     order = node_order(slurm)
     with_pods, without = order[:REPLICAS], order[REPLICAS:]
-    assert cluster["status"]["nodes"]["total"] == len(order)
+    assert cluster["status"]["nodes"]["total"] == REPLICAS
     # Fleet nodes beyond replicas get no slurmd pod: CLOUD, powered down (idle~).
     assert cluster["status"]["nodes"]["cloud"] == len(without)
-    assert cluster["status"]["gpus"]["total"] == 4 * len(order)
+    assert cluster["status"]["gpus"]["total"] == 4 * REPLICAS
     # Each slurmd pod mirrors its node's Slurm state as a condition.
     wait_for(
         kube,
