@@ -148,11 +148,17 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
         # waits (kept off the powered-down CLOUD nodes, `deployed_only`, which Slurm
         # would try to resume): the two free nodes are stranded, too few for it.
         deployed = ("--gres=gpu:4", *deployed_only(), "--wrap")
+        ns = f'namespace="{namespace}"'
+        # The exporter counts a gang's time to start only when it was submitted
+        # after its first tick (a series of this cluster in Prometheus).
+        wait_until(
+            "the exporter's first tick",
+            lambda: scalar(prometheus, f"slurmkube_goodput_occupancy_ratio{{{ns}}}") is not None,
+        )
         running = in_ctld(namespace, "sbatch", "--parsable", "-N2", *deployed, "sleep 300")
         wait_job(namespace, running.strip(), {"RUNNING"})
         waiting = in_ctld(namespace, "sbatch", "--parsable", "-N3", *deployed, "sleep 10")
         wait_job(namespace, waiting.strip(), {"PENDING"})
-        ns = f'namespace="{namespace}"'
 
         occupancy = wait_until(
             "occupancy of the job's 8 of 16 GPUs",
