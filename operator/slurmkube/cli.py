@@ -378,13 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extensions() -> list[Any]:
     """Subcommands that live with their packages (e.g. `sim`), added when present."""
-    found: list[Any] = []
     try:
         from slurmkube_sim import cli as sim_cli
     except ImportError:
-        return found
-    found.append(sim_cli.add_parser)
-    return found
+        return []
+    return [sim_cli.add_parser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

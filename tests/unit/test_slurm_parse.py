@@ -13,11 +13,10 @@ from hypothesis import strategies as st
 
 from slurmkube.render.hostlist import compress
 from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.gres import gres_gpu_type, gres_gpus
 from slurmkube.slurm.hostlist import HostlistError, expand
 from slurmkube.slurm.parse import (
     choose_data_parser,
-    gres_gpu_type,
-    gres_gpus,
     jobs_from,
     messages_from,
     nodes_from,

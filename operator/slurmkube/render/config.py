@@ -127,15 +127,16 @@ class SlurmConfig:
 
     @property
     def tracks_gpus(self) -> bool:
-        """GPUs as a tracked TRES (`AccountingStorageTRES=gres/gpu`): without it
-        CfgTRES, sacct and Slurm's own OpenMetrics GPU gauges count no GPU. Only
-        with slurmdbd (slurmctld 24.11: "fatal: slurmdbd is required to run with
-        TRES gres/gpu"), and unless extraConfig or the policy set the key."""
-        if not self.accounting:
-            return False
-        keys = {str(k).lower() for k, _ in self.policy}
-        keys |= {str(line).split("=", 1)[0].lower() for line in self.extra}
-        return "accountingstoragetres" not in keys
+        """`AccountingStorageTRES=gres/gpu` (else CfgTRES, sacct and Slurm's metrics
+        count no GPU): only with slurmdbd (24.11's slurmctld: "fatal: slurmdbd is
+        required to run with TRES gres/gpu"), unless extraConfig or the policy set it."""
+        keys = {str(k).lower() for k, _ in self.policy} | {_key(line) for line in self.extra}
+        return self.accounting and "accountingstoragetres" not in keys
+
+
+def _key(line: str) -> str:
+    """A slurm.conf line's key, as Slurm compares keys (case-insensitively)."""
+    return line.split("=", 1)[0].lower()
 
 
 TOPOLOGY_PLUGINS = {"block": "topology/block", "tree": "topology/tree", "none": "topology/default"}
@@ -299,13 +300,12 @@ def _policy_keys(
         return ()
     keys = {str(k).lower() for k, _ in bundle.policy_keys}
     for i, line in enumerate(extra):
-        key = line.split("=", 1)[0]
-        if key.lower() in keys:
+        if _key(line) in keys:
             raise InvalidValue(
                 f"{where} spec.extraConfig[{i}]",
                 line,
-                f"a key the allocation policy does not set ({key} comes from "
-                f"{bundle.policy_source})",
+                f"a key the allocation policy does not set ({line.split('=', 1)[0]} comes "
+                f"from {bundle.policy_source})",
             )
     return tuple((k, v) for k, v in bundle.policy_keys if k not in _ALWAYS_SET)
 
@@ -322,11 +322,8 @@ def plan_config(
 
     `held`: nodes kept as Slurm registered them (render/membership.py). With
     `problems`, a bad node is left out and reported there instead of failing
-    the whole config.
-
-    `nodes` may be Kubernetes Node objects or fleet nodes converted earlier
-    (`slurmkube.topology.fleet.fleet_node`), which is what a watcher that
-    converts each node once per change passes.
+    the whole config. `nodes`: Kubernetes Nodes or fleet nodes converted once
+    per change (`slurmkube.topology.fleet.fleet_node`), as the watcher passes.
     """
     ctx = ctx or RenderContext()
     spec = bundle.cluster.spec
@@ -338,14 +335,8 @@ def plan_config(
     longest = max((m for m in max_times if m is not None), default=None)
     backfill = plan_backfill(spec.scheduler.backfill, longest)
     paths = {
-        key: grammar.file_path(value, f"context.{key}")
-        for key, value in (
-            ("config_dir", ctx.config_dir),
-            ("state_save_location", ctx.state_save_location),
-            ("slurmd_spool_dir", ctx.slurmd_spool_dir),
-            ("log_dir", ctx.log_dir),
-            ("run_dir", ctx.run_dir),
-        )
+        key: grammar.file_path(getattr(ctx, key), f"context.{key}")
+        for key in ("config_dir", "state_save_location", "slurmd_spool_dir", "log_dir", "run_dir")
     }
     in_node_sets = [
         *(n for ns in bundle.node_sets for n in members.lines[ns.metadata.name]),
