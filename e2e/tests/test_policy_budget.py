@@ -1,6 +1,7 @@
 """A team's GPU-hour budget on both schedulers (issue 20): at 100% its new work
 runs at the next lower tier on Slurm and on Kueue, at 120% new work is held on
-both, and what runs finishes.
+both with a reason naming the allocation (the ClusterQueue's annotation, the
+waiting Slurm job's AdminComment), and what runs finishes.
 
 Team A has 1 GPU-hour this period and 32 GPUs at once. Seven 4-GPU Kueue Jobs
 on the kwok fleet burn it (28 GPUs: 100% in about two minutes), leaving 4 GPUs
@@ -211,6 +212,14 @@ def test_at_100_percent_new_work_runs_a_tier_lower_and_at_120_it_is_held_on_both
         timeout=REACTION_SECONDS,
     )
     held_job = sbatch(cluster, team.name, "-t", "1", "--wrap", "sleep 5")
+    # Slurm's own reason names no allocation: the job's AdminComment does.
+    shown = eventually(
+        f"job {held_job}'s AdminComment naming the allocation",
+        lambda: in_ctld(cluster, "scontrol", "show", "job", held_job),
+        lambda text: f"AdminComment=slurmkube: allocation {team.name}" in text,
+        timeout=REACTION_SECONDS,
+    )
+    assert "new work is held" in shown, shown
 
     # Running work finishes; the held work does not start.
     def burners_done() -> list[Manifest]:

@@ -1,4 +1,6 @@
-"""The tier label of a team's pending Kueue work (plan.policy.tiers)."""
+"""What a team's waiting work carries on each scheduler: the tier label of its
+pending Kueue work (plan.policy.tiers), the hold's reason on its Slurm jobs
+(plan.policy.held)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ from typing import Any
 import pytest
 
 from slurmkube.plan.policy import BudgetLevel, Observation, TeamUsage, plan_all_gates
+from slurmkube.plan.policy.held import PREFIX, plan_hold_comments
 from slurmkube.plan.policy.tiers import (
     TIER_ANNOTATION,
     TierLabel,
     plan_policy_tier_labels,
     plan_tier_labels,
 )
+from slurmkube.plan.policy.usage import JobUse
 from tests.unit.policy_builders import TeamBuilder, policy
 
 VALUES = {"high": 1000, "normal": 100, "low": 10, "users-own": 50, "vip": 5000}
@@ -145,3 +149,27 @@ def test_no_label_names_a_class_the_cluster_does_not_have_yet() -> None:
     work = [workload("a", "team-a"), workload("b", "team-b")]
     labels = plan_policy_tier_labels(pol, gates, {"normal": 100}, work)
     assert [(label.name, label.priority_class) for label in labels] == [("a", "normal")]
+
+
+# --- a held team's waiting Slurm jobs say why (plan.policy.held) ---
+
+
+def _gates_at(used_hours: float) -> Any:
+    return plan_all_gates(
+        _policy(), {}, {"team-a": TeamUsage(period_gpu_seconds=used_hours * HOUR)}
+    )
+
+
+def test_a_held_teams_waiting_jobs_get_the_reason_and_lose_it_when_the_hold_ends() -> None:
+    held = _gates_at(12.5)
+    reason = PREFIX + held["team-a"].reason
+    jobs = [
+        JobUse("team-a", False, 4, job_id=7),  # waiting: gets it
+        JobUse("team-a", True, 4, job_id=0),  # running: left alone
+        JobUse("team-a", False, 4, job_id=8, admin_comment=reason),  # already says it
+        JobUse("team-b", False, 4, job_id=9, admin_comment="site note"),  # not held, not ours
+    ]
+    assert plan_hold_comments(held, jobs) == [(7, reason)]
+    waiting = [JobUse("team-a", False, 4, job_id=8, admin_comment=reason)]
+    assert plan_hold_comments(_gates_at(10.5), waiting) == [(8, "")]  # back at LOWER_TIER
+    assert "allocation team-a" in reason and "held" in reason

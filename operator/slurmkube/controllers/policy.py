@@ -46,6 +46,7 @@ from slurmkube.controllers.policy_sources import Fetched, SourceError, SourceRea
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.policy import PolicyError, compile_kueue, compile_slurm, plan_all_gates
+from slurmkube.plan.policy.held import plan_hold_comments
 from slurmkube.plan.policy.kueue import source_label
 from slurmkube.plan.policy.ledger import BudgetLevel, Observation
 from slurmkube.plan.policy.model import Policy
@@ -204,9 +205,24 @@ def _jobs(kube: Kube, cluster: SlurmCluster | None) -> list[JobUse] | None:
             j.account,
             "RUNNING" in j.state,
             j.gpus_allocated or max(j.gpus_per_node * j.node_count, j.gpus_per_job),
+            j.job_id if "PENDING" in j.state else 0,
+            j.admin_comment,
         )
         for j in jobs
     ]
+
+
+def _comment_held(kube: Kube, cluster: SlurmCluster, comments: list[tuple[int, str]]) -> None:
+    """Best effort: a job that ended meanwhile, or a refusal, is logged; the
+    next sync plans again from what Slurm shows."""
+    rest = handlers.State.clients.rest(kube, cluster)
+    if rest is None:
+        return
+    for job_id, text in comments:
+        try:
+            rest.set_admin_comment(job_id, text)
+        except SlurmError as err:
+            log.info("policy job comment not set job=%s error=%s", job_id, err)
 
 
 def _accrue(memory: _Source, policy: Policy, obs: dict[str, Observation], now: float) -> None:
@@ -249,9 +265,12 @@ def sync_source(
     cluster, skipped = _target(kube, obj, source)
     if workloads is None:
         workloads = tuple(lending_workloads(kube))
-    observations = observe_teams(policy, _jobs(kube, cluster), workloads)
+    jobs = _jobs(kube, cluster)
+    observations = observe_teams(policy, jobs, workloads)
     _accrue(memory, policy, observations, now)
     gates = plan_all_gates(policy, observations, dict(memory.ledgers.usage))
+    if cluster is not None and jobs is not None:
+        _comment_held(kube, cluster, plan_hold_comments(gates, jobs))
     changes: tuple[SlurmChange, ...] = ()
     slurm_error = ""
     if cluster is not None:

@@ -128,6 +128,7 @@ class Job:
     batch: bool = False
     requeue: bool = False
     restarts: int = 0  # restart_cnt: times Slurm requeued it
+    admin_comment: str = ""  # set by an operator (slurmkube: the policy's hold)
 
     @property
     def requeueable(self) -> bool:

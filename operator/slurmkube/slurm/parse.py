@@ -123,6 +123,7 @@ class _JobJson(_Edge):
     batch_flag: bool = False
     requeue: bool = False
     restart_cnt: Number = 0
+    admin_comment: Text = ""
 
 
 class _ReservationJson(_Edge):
@@ -283,6 +284,7 @@ def _job(j: _JobJson) -> Job:
         batch=j.batch_flag,
         requeue=j.requeue,
         restarts=j.restart_cnt or 0,
+        admin_comment=j.admin_comment,
     )
 
 

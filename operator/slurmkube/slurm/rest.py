@@ -26,12 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from slurmkube.api import grammar
 from slurmkube.slurm import arguments
@@ -316,6 +311,11 @@ class RestClient:
             return
         job = arguments.job_id(job_id)
         self._slurm("GET", f"/job/{job}/requeue", f"requeue job {job}")
+
+    def set_admin_comment(self, job_id: int, text: str) -> None:
+        """A job's AdminComment (`POST /job/{id}`, a job_desc_msg; SlurmUser may)."""
+        job = arguments.job_id(job_id)
+        self._slurm("POST", f"/job/{job}", f"comment job {job}", {"admin_comment": text})
 
     def submit_job(self, job: JobSubmission) -> int:
         """Submit a batch job (POST /job/submit, v0.0.40+); returns its id."""

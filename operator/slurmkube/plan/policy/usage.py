@@ -29,6 +29,8 @@ class JobUse:
     account: str
     running: bool
     gpus: int
+    job_id: int = 0
+    admin_comment: str = ""
 
 
 def workload_gpus(raw: Mapping[str, Any]) -> int:
