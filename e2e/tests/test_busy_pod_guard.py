@@ -15,8 +15,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from slurmkube.api import well_known as wk
-from slurmkube.build.admission import busy_pod_guard
-from slurmkube_e2e.audit import AUDITED_GROUP
+from slurmkube_e2e.busy_guard import busy_guard
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator_cluster import (
     docs,
@@ -29,27 +28,16 @@ from slurmkube_e2e.operator_cluster import (
 from slurmkube_e2e.waiting import wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
-GUARD_LABEL = "e2e.slurmkube.io/busy-guard"
 NODE = slurm_node(0)
 POD = f"local-{NODE}"
 
 
 @pytest.fixture
 def guarded(kube: Kube, operator: None, namespace: str) -> Iterator[str]:
-    name = f"slurmkube-busy-guard-{namespace}"[:63]
-    policy, binding = busy_pod_guard(
-        [], [AUDITED_GROUP], namespace_selector={"matchLabels": {GUARD_LABEL: namespace}}
-    )
-    policy["metadata"]["name"] = binding["metadata"]["name"] = name
-    binding["spec"]["policyName"] = name
-    kube.patch("v1", "Namespace", namespace, {"metadata": {"labels": {GUARD_LABEL: namespace}}})
     try:
-        kube.apply(policy)
-        kube.apply(binding)
-        yield namespace
+        with busy_guard(kube, namespace):
+            yield namespace
     finally:
-        kube.delete(binding["apiVersion"], binding["kind"], name)
-        kube.delete(policy["apiVersion"], policy["kind"], name)
         kube.delete("v1", "Namespace", namespace)
         wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
 

@@ -5,8 +5,8 @@ Ready again go into a JSON report, and any loss or leak fails the run.
 
 `make test` runs the subset (a busy node drained and relabelled, on the
 session's operator, slurmctld's own records); `make chaos` runs every fault
-(marker `chaos`) with accounting (sacct over MariaDB) and two operators on one
-Lease, sampled for two leaders at once. SLURMKUBE_CHAOS_SEED picks the seed,
+(marker `chaos`) with accounting (sacct over MariaDB), the chart's busy slurmd
+pod guard and two operators on one Lease, sampled for two leaders at once. SLURMKUBE_CHAOS_SEED picks the seed,
 SLURMKUBE_CHAOS_FAULTS=a,b a part of the full set, SLURMKUBE_CHAOS_REPORT the
 report's path.
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from slurmkube_e2e.accounting import accounted_cluster
+from slurmkube_e2e.busy_guard import busy_guard
 from slurmkube_e2e.chaos.faults import Chaos
 from slurmkube_e2e.chaos.jobs import JobBook
 from slurmkube_e2e.chaos.report import ChaosReport, markdown_table
@@ -76,7 +77,10 @@ def test_no_fault_loses_a_job_or_leaks(
     the_leader(replicas)
     layout = Layout.from_env()
     local = kubeconfig.resolve() == layout.kubeconfig.resolve()
-    with accounted_cluster(kube, database, "e2e-chaos", replicas=NODES) as namespace:
+    with (
+        accounted_cluster(kube, database, "e2e-chaos", replicas=NODES) as namespace,
+        busy_guard(kube, namespace),  # the chart's default
+    ):
         rng = random.Random(seed())
         jobs = JobBook(namespace, rng, max_nodes=3, accounted=True, outstanding=6)
         ctx = Chaos(
