@@ -56,6 +56,9 @@ class TeamGates:
     kueue: KueueGate
     reason: str
     """Why, naming the allocation; empty when nothing is gated beyond the quota."""
+    notice: str = ""
+    """The reason without the figures, which change at every sync: what goes on
+    each held Slurm job (plan/policy/held.py), written once."""
 
 
 def split_headroom(
@@ -97,19 +100,19 @@ def split_headroom(
 
 def _reason(
     policy: Policy, team: TeamAllocation, level: BudgetLevel, used_h: float, entitled_h: float
-) -> str:
+) -> tuple[str, str]:
+    """(the reason with this period's figures, the same without them)."""
     if level == BudgetLevel.OK:
-        return ""
+        return "", ""
     lower = policy.lower_tier(team.tier).name
     action = {
         BudgetLevel.NOTIFY: "notice: 80% of the budget used",
         BudgetLevel.LOWER_TIER: f"budget used up: new work runs at tier {lower}",
         BudgetLevel.HOLD: "120% of the budget used: new work is held",
     }[level]
-    return (
-        f"allocation {team.name} ({policy.source}): {used_h:.1f} of {entitled_h:.1f} "
-        f"GPU-hours this period; {action}"
-    )
+    allocation = f"allocation {team.name} ({policy.source})"
+    figures = f"{used_h:.1f} of {entitled_h:.1f} GPU-hours this period"
+    return f"{allocation}: {figures}; {action}", f"{allocation}: {action}"
 
 
 def plan_gates(
@@ -138,7 +141,7 @@ def plan_gates(
     tier = (
         policy.lower_tier(team.tier) if level >= BudgetLevel.LOWER_TIER else policy.tier(team.tier)
     )
-    reason = _reason(policy, team, level, used_h, entitled_h)
+    reason, notice = _reason(policy, team, level, used_h, entitled_h)
     return TeamGates(
         team=team.name,
         level=level,
@@ -150,6 +153,7 @@ def plan_gates(
             reason=reason,
         ),
         reason=reason,
+        notice=notice,
     )
 
 

@@ -3,8 +3,9 @@
 Past 120% of its budget a team's `GrpTRES` is what it runs, so its new jobs wait
 with Slurm's own reason (`AssocGrpGRES`), which names no allocation. Their
 AdminComment, which `scontrol show job` and `squeue -O admincomment` show every
-user and only SlurmUser or an admin may set, carries the policy's reason. It is
-prefixed, so slurmkube takes back only its own when the hold ends.
+user and only SlurmUser or an admin may set, carries the policy's reason
+without this period's figures (they change at every sync; one write per job).
+It is prefixed, so slurmkube takes back only its own when the hold ends.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def plan_hold_comments(
             continue
         gate = gates.get(job.account)
         held = gate is not None and gate.level == BudgetLevel.HOLD
-        want = f"{PREFIX}{gate.reason}" if held and gate is not None else ""
+        want = f"{PREFIX}{gate.notice}" if held and gate is not None else ""
         if job.admin_comment != want and (want or job.admin_comment.startswith(PREFIX)):
             out.append((job.job_id, want))
     return out
