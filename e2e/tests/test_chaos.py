@@ -6,9 +6,9 @@ Ready again go into a JSON report, and any loss or leak fails the run.
 `make test` runs the subset (a busy node drained and relabelled, on the
 session's operator, slurmctld's own records); `make chaos` runs every fault
 (marker `chaos`) with accounting (sacct over MariaDB), the chart's busy slurmd
-pod guard and two operators on one Lease, sampled for two leaders at once. SLURMKUBE_CHAOS_SEED picks the seed,
-SLURMKUBE_CHAOS_FAULTS=a,b a part of the full set, SLURMKUBE_CHAOS_REPORT the
-report's path.
+pod guard and two operators on one Lease, sampled for two leaders at once.
+SLURMKUBE_CHAOS_SEED picks the seed, SLURMKUBE_CHAOS_FAULTS=a,b a part of the
+full set, SLURMKUBE_CHAOS_REPORT the report's path.
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ def test_a_held_teams_waiting_jobs_get_the_reason_and_lose_it_when_the_hold_ends
     assert plan_hold_comments(held, jobs) == [(7, reason)]
     waiting = [JobUse("team-a", False, 4, job_id=8, admin_comment=reason)]
     assert plan_hold_comments(_gates_at(10.5), waiting) == [(8, "")]  # back at LOWER_TIER
-    assert (
-        reason == "slurmkube: allocation team-a (test): 120% of the budget used: new work is held"
+    assert reason == (
+        "slurmkube: allocation team-a (AllocationSource fleet): "
+        "120% of the budget used: new work is held"
     )
     assert "GPU-hours" in held["team-a"].reason  # the status's reason keeps the figures
