@@ -26,7 +26,7 @@ from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT
 from slurmkube_e2e.realnodes import RealNodes
-from slurmkube_e2e.waiting import has_condition, wait_for
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list
 
 API = "slurmkube.io/v1alpha1"
 NODES_ENV = "SLURMKUBE_E2E_NODES"
@@ -211,4 +211,20 @@ def ready_cluster(kube: Kube, namespace: str, timeout: float = 180) -> dict[str,
         lambda o: has_condition(o, "Ready"),
         namespace=namespace,
         timeout=timeout,
+    )
+
+
+def free_the_nodes(kube: Kube, namespace: str) -> None:
+    """Delete the sample's SlurmCluster and NodeSet and wait until its slurmd pods
+    are gone, so the next module has the nodes (a namespace deletion drains)."""
+    kube.delete(API, "SlurmCluster", "local", namespace=namespace)
+    kube.delete(API, "NodeSet", "local", namespace=namespace)
+    wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda pods: not pods,
+        namespace=namespace,
+        label_selector="app.kubernetes.io/name=slurmd",
+        timeout=120,
     )

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.operator_cluster import API, in_ctld
-from slurmkube_e2e.waiting import eventually
+from slurmkube_e2e.waiting import eventually, has_condition
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
@@ -91,3 +92,47 @@ def wait_for_team_queues(
         lambda have: want <= have,
         timeout=timeout,
     )
+
+
+@contextmanager
+def gpu_flavor(kube: Kube, gpu_nodes: list[Manifest], name: str) -> Iterator[str]:
+    """ResourceFlavor `name` on the kwok GPU nodes' product, deleted afterwards."""
+    product = gpu_nodes[0]["metadata"]["labels"][fleet.PRODUCT_LABEL]
+    kube.apply(
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": {"nodeLabels": {fleet.PRODUCT_LABEL: product}},
+        }
+    )
+    try:
+        yield name
+    finally:
+        kube.delete(KUEUE, "ResourceFlavor", name)
+
+
+@contextmanager
+def applied_source(
+    kube: Kube, source: Manifest, team: str, user: str, *, timeout: float
+) -> Iterator[None]:
+    """`source` applied until `team`'s association with `user` (its GrpTRES set)
+    and its ClusterQueue are there; the source deleted afterwards."""
+    namespace = source["metadata"]["namespace"]
+    kube.apply(source)
+    try:
+        eventually(
+            f"{team}'s association with {user}",
+            lambda: associations(namespace),
+            lambda a: (team, user) in a and gpus_of(a.get((team, ""), "")) >= 0,
+            timeout=timeout,
+        )
+        eventually(
+            f"ClusterQueue {team}",
+            lambda: kube.get(KUEUE, "ClusterQueue", team),
+            lambda q: q is not None and has_condition(q, "Active"),
+            timeout=timeout,
+        )
+        yield
+    finally:
+        kube.delete(API, "AllocationSource", source["metadata"]["name"], namespace=namespace)

@@ -30,9 +30,8 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, docs, ready_cluster
+from slurmkube_e2e.operator_cluster import docs, free_the_nodes, ready_cluster
 from slurmkube_e2e.replicas import Replica, the_leader
-from slurmkube_e2e.waiting import wait_gone
 
 pytestmark = pytest.mark.e2e
 
@@ -62,11 +61,7 @@ def test_a_busy_node_refuses_eviction_and_is_held_when_relabelled(
     ctx = Chaos(kube, namespace, rng, jobs, NODES, [operator], api_server=None)
     out = report_path(ROOT, "chaos-subset-report.json")
     report = run_chaos(ctx, SUBSET, seed(), out)
-    # Leave the local nodes free for the next module (namespace deletion drains).
-    kube.delete(API, "SlurmCluster", "local", namespace=namespace)
-    kube.delete(API, "NodeSet", "local", namespace=namespace)
-    for i in range(NODES):
-        wait_gone(kube, "v1", "Pod", f"local-local-{i}", namespace=namespace, timeout=120)
+    free_the_nodes(kube, namespace)
     verdict(report, out)
 
 

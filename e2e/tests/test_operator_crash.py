@@ -17,9 +17,16 @@ import pytest
 
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster, slurm_node
+from slurmkube_e2e.operator_cluster import (
+    API,
+    docs,
+    free_the_nodes,
+    in_ctld,
+    ready_cluster,
+    slurm_node,
+)
 from slurmkube_e2e.replicas import STARTED
-from slurmkube_e2e.waiting import wait_for, wait_for_list
+from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -123,15 +130,4 @@ def test_operator_killed_twenty_times_mid_reconcile_converges(
     assert final["status"]["nodes"]["drain"] == 0
     assert operator.starts > KILLS
 
-    # Leave the local nodes free for the next module (namespace deletion drains).
-    kube.delete(API, "SlurmCluster", "local", namespace=namespace)
-    kube.delete(API, "NodeSet", "local", namespace=namespace)
-    wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda pods: not pods,
-        namespace=namespace,
-        label_selector="app.kubernetes.io/name=slurmd",
-        timeout=120,
-    )
+    free_the_nodes(kube, namespace)

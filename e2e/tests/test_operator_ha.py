@@ -15,9 +15,9 @@ import pytest
 from slurmkube_e2e.cluster import LocalCluster
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
-from slurmkube_e2e.operator_cluster import API, docs, in_ctld, ready_cluster
+from slurmkube_e2e.operator_cluster import API, docs, free_the_nodes, in_ctld, ready_cluster
 from slurmkube_e2e.replicas import Replica, Sampler, the_leader
-from slurmkube_e2e.waiting import wait_for, wait_for_list
+from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -90,15 +90,4 @@ def test_a_standby_takes_over_and_an_api_server_restart_never_makes_two_leaders(
     )
     assert "MaxTime=2-00:00:00" in in_ctld(namespace, "scontrol", "show", "partition", "gpu")
 
-    # Leave the local nodes free for the next module (namespace deletion drains).
-    kube.delete(API, "SlurmCluster", "local", namespace=namespace)
-    kube.delete(API, "NodeSet", "local", namespace=namespace)
-    wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda pods: not pods,
-        namespace=namespace,
-        label_selector="app.kubernetes.io/name=slurmd",
-        timeout=120,
-    )
+    free_the_nodes(kube, namespace)

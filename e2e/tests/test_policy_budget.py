@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from slurmkube_e2e import fleet, policy
+from slurmkube_e2e import policy
 from slurmkube_e2e.accounting import accounted_cluster, sacct_state
 from slurmkube_e2e.builders import make_job
 from slurmkube_e2e.kube import Kube, Manifest
@@ -61,56 +61,32 @@ def cluster(kube: Kube, operator: None, database: MariaDB) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def team(kube: Kube, cluster: str, gpu_nodes: list[Manifest]) -> Iterator[Team]:
     suffix = secrets.token_hex(2)
-    product = gpu_nodes[0]["metadata"]["labels"][fleet.PRODUCT_LABEL]
-    flavor = f"budget-{suffix}"
-    kube.apply(
-        {
-            "apiVersion": KUEUE,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {fleet.PRODUCT_LABEL: product}},
-        }
-    )
     submitter = in_ctld(cluster, "id", "-un").strip()
     today = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT00:00:00Z")
-    with policy.team_namespaces(kube, f"budget-{suffix}") as (ns_a, _):
+    with (
+        policy.gpu_flavor(kube, gpu_nodes, f"budget-{suffix}") as flavor,
+        policy.team_namespaces(kube, f"budget-{suffix}") as (ns_a, _),
+    ):
         found = Team(f"budget-a-{suffix}", ns_a)
-        kube.apply(
-            policy.allocation_source(
-                cluster,
-                SOURCE,
-                resourceFlavor=flavor,
-                inline={
-                    "teams": [
-                        {
-                            "name": found.name,
-                            "gpus": QUOTA,
-                            "gpuHours": GPU_HOURS,
-                            "period": {"start": today, "lengthDays": 30},
-                            "tier": TIER,
-                            "members": {"slurmUsers": [submitter], "namespaces": [ns_a]},
-                        }
-                    ]
-                },
-            )
+        source = policy.allocation_source(
+            cluster,
+            SOURCE,
+            resourceFlavor=flavor,
+            inline={
+                "teams": [
+                    {
+                        "name": found.name,
+                        "gpus": QUOTA,
+                        "gpuHours": GPU_HOURS,
+                        "period": {"start": today, "lengthDays": 30},
+                        "tier": TIER,
+                        "members": {"slurmUsers": [submitter], "namespaces": [ns_a]},
+                    }
+                ]
+            },
         )
-        try:
-            eventually(
-                f"{found.name}'s association with {submitter}",
-                lambda: associations(cluster),
-                lambda a: (found.name, submitter) in a,
-                timeout=REACTION_SECONDS,
-            )
-            eventually(
-                f"ClusterQueue {found.name}",
-                lambda: kube.get(KUEUE, "ClusterQueue", found.name),
-                lambda q: q is not None and has_condition(q, "Active"),
-                timeout=REACTION_SECONDS,
-            )
+        with policy.applied_source(kube, source, found.name, submitter, timeout=REACTION_SECONDS):
             yield found
-        finally:
-            kube.delete(API, "AllocationSource", SOURCE, namespace=cluster)
-    kube.delete(KUEUE, "ResourceFlavor", flavor)
 
 
 def allocation(kube: Kube, cluster: str, team: str) -> dict[str, Any]:

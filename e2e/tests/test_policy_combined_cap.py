@@ -19,14 +19,14 @@ from functools import partial
 
 import pytest
 
-from slurmkube_e2e import fleet, policy
+from slurmkube_e2e import policy
 from slurmkube_e2e.accounting import accounted_cluster, sacct_state
 from slurmkube_e2e.builders import make_job
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.mariadb import MariaDB
-from slurmkube_e2e.operator_cluster import API, in_ctld
-from slurmkube_e2e.policy import KUEUE, associations, gpus_of
-from slurmkube_e2e.waiting import eventually, has_condition
+from slurmkube_e2e.operator_cluster import in_ctld
+from slurmkube_e2e.policy import KUEUE
+from slurmkube_e2e.waiting import has_condition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 
@@ -56,18 +56,11 @@ def cluster(kube: Kube, operator: None, database: MariaDB) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def teams(kube: Kube, cluster: str, gpu_nodes: list[Manifest]) -> Iterator[Teams]:
     suffix = secrets.token_hex(2)
-    product = gpu_nodes[0]["metadata"]["labels"][fleet.PRODUCT_LABEL]
-    flavor = f"cap-{suffix}"
-    kube.apply(
-        {
-            "apiVersion": KUEUE,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {fleet.PRODUCT_LABEL: product}},
-        }
-    )
     submitter = in_ctld(cluster, "id", "-un").strip()
-    with policy.team_namespaces(kube, f"cap-{suffix}") as (ns_a, ns_b):
+    with (
+        policy.gpu_flavor(kube, gpu_nodes, f"cap-{suffix}") as flavor,
+        policy.team_namespaces(kube, f"cap-{suffix}") as (ns_a, ns_b),
+    ):
         names = Teams(f"cap-a-{suffix}", f"cap-b-{suffix}", ns_a, ns_b, flavor)
         source = policy.allocation_source(
             cluster,
@@ -88,24 +81,8 @@ def teams(kube: Kube, cluster: str, gpu_nodes: list[Manifest]) -> Iterator[Teams
                 ]
             },
         )
-        kube.apply(source)
-        try:
-            eventually(
-                f"{names.a}'s association with {submitter}",
-                lambda: associations(cluster),
-                lambda a: (names.a, submitter) in a and gpus_of(a[(names.a, "")]) >= 0,
-                timeout=REACTION_SECONDS,
-            )
-            eventually(
-                f"ClusterQueue {names.a}",
-                lambda: kube.get(KUEUE, "ClusterQueue", names.a),
-                lambda q: q is not None and has_condition(q, "Active"),
-                timeout=REACTION_SECONDS,
-            )
+        with policy.applied_source(kube, source, names.a, submitter, timeout=REACTION_SECONDS):
             yield names
-        finally:
-            kube.delete(API, "AllocationSource", SOURCE, namespace=cluster)
-    kube.delete(KUEUE, "ResourceFlavor", flavor)
 
 
 def kueue_gpus(kube: Kube, namespace: str) -> tuple[int, int]:
