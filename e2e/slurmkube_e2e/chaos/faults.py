@@ -6,6 +6,7 @@ the convergence wait (None: nothing beyond the cluster being converged)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import re
 import subprocess
@@ -374,8 +375,12 @@ def _label(obj: Manifest | None, key: str) -> str | None:
 
 
 def _message(err: ApiException) -> str:
-    found = re.search(r'"message":"([^"]*)"', str(err.body or ""))
-    return found.group(1) if found else str(err.reason)
+    """The API server's Status message (a JSON body), else the HTTP reason."""
+    try:
+        message = json.loads(err.body or "").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or err.reason)
 
 
 def slurmrestd_down(ctx: Chaos, rep: FaultReport) -> Settled:
