@@ -45,16 +45,21 @@ def accounted_cluster(
     prefix: str,
     extra: list[dict[str, Any]] | None = None,
     replicas: int = 2,
+    *,
+    persistence: bool = False,
 ) -> Iterator[str]:
     """The cluster `local` with accounting in a new namespace, `replicas` slurmd
-    pods; `extra` objects are applied with it (their namespace set)."""
+    pods (slurmctld's state on a claim with `persistence`); `extra` objects are
+    applied with it (their namespace set)."""
     namespace = f"{prefix}-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
     kube.create(db_login_secret(namespace, database))
     accounting = external_database(database)
     try:
-        for doc in docs(namespace, replicas=replicas, accounting=accounting):
+        for doc in docs(
+            namespace, replicas=replicas, accounting=accounting, persistence=persistence
+        ):
             kube.apply(doc)
         for doc in extra or []:
             kube.apply({**doc, "metadata": {**doc["metadata"], "namespace": namespace}})

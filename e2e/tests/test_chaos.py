@@ -73,7 +73,9 @@ def test_no_fault_loses_a_job_or_leaks(
     layout = Layout.from_env()
     local = kubeconfig.resolve() == layout.kubeconfig.resolve()
     with (
-        accounted_cluster(kube, database, "e2e-chaos", replicas=NODES) as namespace,
+        accounted_cluster(
+            kube, database, "e2e-chaos", replicas=NODES, persistence=True
+        ) as namespace,
         busy_guard(kube, namespace),  # the chart's default
     ):
         rng = random.Random(seed())

@@ -28,7 +28,7 @@ from slurmkube_e2e.chaos.report import FaultReport
 from slurmkube_e2e.cluster import LocalCluster
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, LOCAL, in_ctld
+from slurmkube_e2e.operator_cluster import API, LOCAL
 from slurmkube_e2e.waiting import condition, wait_gone
 
 Settled = Callable[[], str | None] | None
@@ -233,28 +233,25 @@ def operator_kill_loop(ctx: Chaos, rep: FaultReport) -> Settled:
     return max_time_in_force
 
 
-def slurmctld_crash(ctx: Chaos, rep: FaultReport) -> Settled:
-    """SIGKILL of the slurmctld daemon in its pod (the container restarts, its
-    StateSaveLocation stays). Deleting the pod is not injected: the e2e runtime
-    has no PersistentVolumes, and with persistence disabled (the spec's emptyDir)
-    the state goes with the pod by design."""
-    config = ctld(ctx.namespace, "scontrol", "show", "config")
-    found = re.search(r"^SlurmctldPidFile\s*=\s*(\S+)", config, re.MULTILINE)
-    assert found is not None, "scontrol show config names no SlurmctldPidFile"
+def slurmctld_pod_deleted(ctx: Chaos, rep: FaultReport) -> Settled:
+    """`kubectl delete pod` of slurmctld's pod with jobs running: its StatefulSet
+    makes a new one, which reads the state from its PersistentVolumeClaim (the
+    run's cluster has persistence on). A SIGKILL of the daemon is not injected:
+    slurmctld saves its state asynchronously, so a kill forgets the last seconds'
+    submissions (Slurm's own behaviour, the first runs' finding)."""
+    name = f"{CLUSTER}-slurmctld-0"
+    old = ctx.kube.get("v1", "Pod", name, namespace=ctx.namespace)
+    assert old is not None
     running = {r.job_id for r in ctx.jobs.running()}
     started = time.monotonic()
-    in_ctld(ctx.namespace, "sh", "-c", f"kill -KILL $(cat {found.group(1)} || pidof slurmctld)")
+    ctx.kube.delete("v1", "Pod", name, namespace=ctx.namespace)
     rep.injected = True
-    rep.detail = f"SIGKILL slurmctld with jobs {sorted(running, key=int)} running"
+    rep.detail = f"deleted pod {name} with jobs {sorted(running, key=int)} running"
     ctld(ctx.namespace, "squeue", "-h", retry_for=180)
     rep.observations.append(f"slurmctld answered again {ctx.since(started)} later")
-    pod = ctx.kube.get("v1", "Pod", f"{CLUSTER}-slurmctld-0", namespace=ctx.namespace) or {}
-    restarts = [
-        c.get("restartCount")
-        for c in (pod.get("status") or {}).get("containerStatuses") or []
-        if c["name"] == "slurmctld"
-    ]
-    rep.observations.append(f"slurmctld container restarts: {restarts}")
+    new = ctx.kube.get("v1", "Pod", name, namespace=ctx.namespace) or {}
+    if (new.get("metadata") or {}).get("uid") == old["metadata"]["uid"]:
+        rep.violations.append(f"{name} answered, but it is the old pod")
     return None
 
 
@@ -522,7 +519,7 @@ def _same_cluster(cluster: Manifest) -> dict[str, Any]:
 FAULTS: dict[str, Fault] = {
     "busy_pod_deleted": busy_pod_deleted,
     "operator_kill_loop": operator_kill_loop,
-    "slurmctld_crash": slurmctld_crash,
+    "slurmctld_pod_deleted": slurmctld_pod_deleted,
     "busy_node_relabelled": busy_node_relabelled,
     "busy_node_gpu_drop": busy_node_gpu_drop,
     "busy_node_drained": busy_node_drained,
