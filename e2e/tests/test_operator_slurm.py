@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.operator_cluster import (
     API,
@@ -68,10 +69,6 @@ def block_size(namespace: str) -> int:
     blocks = parse_blocks(out)
     assert blocks, out
     return min(len(nodes) for nodes in blocks.values())
-
-
-def hostnames(namespace: str, hostlist: str) -> set[str]:
-    return set(in_ctld(namespace, "scontrol", "show", "hostnames", hostlist).split())
 
 
 def test_cluster_is_ready_and_sinfo_shows_the_node_set_idle_with_gpus(
@@ -137,7 +134,7 @@ def test_gang_job_runs_inside_one_block_on_operator_pods(kube: Kube, slurm: str)
         "srun hostname",
     )
     nodes = wait_job(slurm, out.strip(), {"COMPLETED"})
-    assert hostnames(slurm, nodes) == set(node_order(slurm)[:REPLICAS])
+    assert set(expand(nodes)) == set(node_order(slurm)[:REPLICAS])
 
 
 def test_partition_change_reconfigures_in_place(kube: Kube, slurm: str) -> None:

@@ -164,13 +164,15 @@ def test_a_held_teams_waiting_jobs_get_the_reason_and_lose_it_when_the_hold_ends
     held = _gates_at(12.5)
     reason = PREFIX + held["team-a"].notice
     jobs = [
-        JobUse("team-a", False, 4, job_id=7),  # waiting: gets it
-        JobUse("team-a", True, 4, job_id=0),  # running: left alone
-        JobUse("team-a", False, 4, job_id=8, admin_comment=reason),  # already says it
-        JobUse("team-b", False, 4, job_id=9, admin_comment="site note"),  # not held, not ours
+        JobUse("team-a", False, 4, job_id=7, pending=True),  # waiting: gets it
+        JobUse("team-a", True, 4, job_id=3),  # running: left alone
+        JobUse("team-a", False, 4, job_id=8, pending=True, admin_comment=reason),  # says it
+        JobUse(
+            "team-b", False, 4, job_id=9, pending=True, admin_comment="site note"
+        ),  # not held, not ours
     ]
     assert plan_hold_comments(held, jobs) == [(7, reason)]
-    waiting = [JobUse("team-a", False, 4, job_id=8, admin_comment=reason)]
+    waiting = [JobUse("team-a", False, 4, job_id=8, pending=True, admin_comment=reason)]
     assert plan_hold_comments(_gates_at(10.5), waiting) == [(8, "")]  # back at LOWER_TIER
     assert reason == (
         "slurmkube: allocation team-a (AllocationSource fleet): "

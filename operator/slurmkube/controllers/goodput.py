@@ -133,7 +133,7 @@ def _policy_teams(key: Key) -> _Teams:
         if compiled is not None and (namespace, ref) == key:
             return _Teams(
                 {str(t.name): float(t.weight) for t in compiled.teams},
-                {ns: str(t.name) for t in compiled.teams for ns in t.namespaces},
+                compiled.namespace_teams(),
                 compiled.half_life_hours * 3600.0,
             )
     return _Teams({}, {})

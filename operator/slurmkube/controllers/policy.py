@@ -64,6 +64,7 @@ from slurmkube.plan.policy.usage import (
     teams_status,
 )
 from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.rest import RestClient
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -191,8 +192,7 @@ def _target(kube: Kube, obj: Manifest, source: AllocationSource) -> tuple[SlurmC
     return cluster, ""
 
 
-def _jobs(kube: Kube, cluster: SlurmCluster | None) -> list[JobUse] | None:
-    rest = None if cluster is None else handlers.State.clients.rest(kube, cluster)
+def _jobs(rest: RestClient | None) -> list[JobUse] | None:
     if rest is None:
         return None
     try:
@@ -205,19 +205,17 @@ def _jobs(kube: Kube, cluster: SlurmCluster | None) -> list[JobUse] | None:
             j.account,
             "RUNNING" in j.state,
             j.gpus_allocated or max(j.gpus_per_node * j.node_count, j.gpus_per_job),
-            j.job_id if "PENDING" in j.state else 0,
+            j.job_id,
+            "PENDING" in j.state,
             j.admin_comment,
         )
         for j in jobs
     ]
 
 
-def _comment_held(kube: Kube, cluster: SlurmCluster, comments: list[tuple[int, str]]) -> None:
+def _comment_held(rest: RestClient, comments: list[tuple[int, str]]) -> None:
     """Best effort: a job that ended meanwhile, or a refusal, is logged; the
     next sync plans again from what Slurm shows."""
-    rest = handlers.State.clients.rest(kube, cluster)
-    if rest is None:
-        return
     for job_id, text in comments:
         try:
             rest.set_admin_comment(job_id, text)
@@ -265,12 +263,13 @@ def sync_source(
     cluster, skipped = _target(kube, obj, source)
     if workloads is None:
         workloads = tuple(lending_workloads(kube))
-    jobs = _jobs(kube, cluster)
+    rest = None if cluster is None else handlers.State.clients.rest(kube, cluster)
+    jobs = _jobs(rest)
     observations = observe_teams(policy, jobs, workloads)
     _accrue(memory, policy, observations, now)
     gates = plan_all_gates(policy, observations, dict(memory.ledgers.usage))
-    if cluster is not None and jobs is not None:
-        _comment_held(kube, cluster, plan_hold_comments(gates, jobs))
+    if rest is not None and jobs is not None:
+        _comment_held(rest, plan_hold_comments(gates, jobs))
     changes: tuple[SlurmChange, ...] = ()
     slurm_error = ""
     if cluster is not None:

@@ -26,7 +26,7 @@ def plan_hold_comments(
     "" where slurmkube's comment outlived the hold. Running jobs are left alone."""
     out = []
     for job in jobs:
-        if job.running or not job.job_id:
+        if not job.pending:
             continue
         gate = gates.get(job.account)
         held = gate is not None and gate.level == BudgetLevel.HOLD

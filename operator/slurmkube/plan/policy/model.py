@@ -73,6 +73,10 @@ class Policy:
         index = [str(t.name) for t in self.tiers].index(name)
         return self.tiers[min(index + 1, len(self.tiers) - 1)]
 
+    def namespace_teams(self) -> dict[str, str]:
+        """Namespace -> the team whose Kueue work runs there (a namespace is one team's)."""
+        return {ns: str(t.name) for t in self.teams for ns in t.namespaces}
+
     def tiers_below(self, priority: int) -> tuple[TierLevel, ...]:
         return tuple(t for t in self.tiers if t.priority < priority)
 

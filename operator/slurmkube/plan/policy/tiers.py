@@ -103,7 +103,7 @@ def plan_policy_tier_labels(
     once that WorkloadPriorityClass exists (`values`: those the cluster lists; a
     label naming a missing one fails Kueue's reconcile of the job)."""
     pending: dict[str, list[Mapping[str, Any]]] = {t.name: [] for t in policy.teams}
-    team_of = {ns: t.name for t in policy.teams for ns in t.namespaces}
+    team_of = policy.namespace_teams()
     for raw in workloads:
         team = team_of.get((raw.get("metadata") or {}).get("namespace", ""))
         if team is not None and workload_state(raw) == "pending":

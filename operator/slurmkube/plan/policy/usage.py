@@ -30,6 +30,7 @@ class JobUse:
     running: bool
     gpus: int
     job_id: int = 0
+    pending: bool = False
     admin_comment: str = ""
 
 
@@ -59,7 +60,7 @@ def observe_teams(
     policy: Policy, jobs: Iterable[JobUse] | None, workloads: Iterable[Mapping[str, Any]]
 ) -> dict[str, Observation]:
     """Every team's Observation; `jobs` None: Slurm was not read (counts 0)."""
-    namespace_team = {ns: t.name for t in policy.teams for ns in t.namespaces}
+    namespace_team = policy.namespace_teams()
     counts: dict[str, list[int]] = {t.name: [0, 0, 0, 0] for t in policy.teams}
     smallest: dict[str, list[int]] = {t.name: [0, 0] for t in policy.teams}
 
