@@ -6,7 +6,8 @@ Ready again go into a JSON report, and any loss or leak fails the run.
 `make test` runs the subset (a busy node drained and relabelled, on the
 session's operator, slurmctld's own records); `make chaos` runs every fault
 (marker `chaos`) with accounting (sacct over MariaDB), the chart's busy slurmd
-pod guard and two operators on one Lease, sampled for two leaders at once.
+pod guard, two operators on one Lease, sampled for two leaders at once, and a
+Kueue workload holding a lent node from before the first fault to the end.
 SLURMKUBE_CHAOS_SEED picks the seed, SLURMKUBE_CHAOS_FAULTS=a,b a part of the
 full set, SLURMKUBE_CHAOS_REPORT the report's path.
 """
@@ -22,6 +23,7 @@ import pytest
 from slurmkube_e2e.accounting import accounted_cluster
 from slurmkube_e2e.busy_guard import busy_guard
 from slurmkube_e2e.chaos.faults import Chaos
+from slurmkube_e2e.chaos.holder import LentHolder
 from slurmkube_e2e.chaos.jobs import JobBook
 from slurmkube_e2e.chaos.report import ChaosReport, markdown_table
 from slurmkube_e2e.chaos.runner import SUBSET, chosen_faults, report_path, run_chaos
@@ -78,6 +80,8 @@ def test_no_fault_loses_a_job_or_leaks(
         ) as namespace,
         busy_guard(kube, namespace),  # the chart's default
     ):
+        holder = LentHolder(kube, namespace)
+        holder.admit()
         rng = random.Random(seed())
         jobs = JobBook(namespace, rng, max_nodes=3, accounted=True, outstanding=6)
         ctx = Chaos(
@@ -88,7 +92,11 @@ def test_no_fault_loses_a_job_or_leaks(
             NODES,
             [r.process for r in replicas],
             api_server=LocalCluster(layout) if local else None,
+            holder=holder,
         )
         out = report_path(ROOT)
-        report = run_chaos(ctx, chosen_faults(), seed(), out, pair=replicas)
+        try:
+            report = run_chaos(ctx, chosen_faults(), seed(), out, pair=replicas)
+        finally:
+            holder.remove_queue()
     verdict(report, out)

@@ -155,6 +155,15 @@ def test_the_run_fails_on_a_loss_found_at_the_end_or_two_leaders() -> None:
     assert not ChaosReport(seed=1).passed  # nothing injected is no evidence
 
 
+def test_the_run_fails_when_the_lent_workload_leaves_its_reservation_behind() -> None:
+    left = ChaosReport(seed=1, faults=[fault()], end_leaks=["reservation slurmkube-u1"])
+    assert not left.passed
+    assert "left behind: reservation slurmkube-u1" in markdown_table(left)
+    released = ChaosReport(seed=1, faults=[fault()], holder_release_seconds=4.0)
+    assert released.passed
+    assert "released in 4.0 s, left behind: nothing" in markdown_table(released)
+
+
 def test_summary_has_convergence_p50_and_max_and_the_table_a_row_per_fault() -> None:
     report = ChaosReport(
         seed=7,

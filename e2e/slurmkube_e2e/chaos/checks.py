@@ -94,16 +94,21 @@ def wait_converged(
         time.sleep(2)
 
 
-def leaks(kube: Kube, namespace: str, budgets: set[str]) -> list[str]:
-    """What a converged cluster should not have: reservations (nothing here asks
-    for one), Leases in its namespace, lending labels or cordons on the local
-    nodes, disruption budgets other than `budgets`. (A node with a slurmd pod left
+def leaks(kube: Kube, namespace: str, budgets: set[str], held: str = "") -> list[str]:
+    """What a converged cluster should not have: reservations, Leases in its
+    namespace, lending labels or cordons on the local nodes, disruption budgets
+    other than `budgets`; the reservation and lease label of the workload whose
+    uid is `held` excepted (it holds lent nodes). (A node with a slurmd pod left
     drained fails convergence; one without keeps the operator's removal drain,
     its record that the pod went, until the node is wanted again.)"""
     found = []
     reservations = ctld(namespace, "scontrol", "-o", "show", "reservation").strip()
     if reservations and not reservations.startswith("No reservations"):
-        found += [f"reservation: {line.split()[0]}" for line in reservations.splitlines()]
+        found += [
+            f"reservation: {line.split()[0]}"
+            for line in reservations.splitlines()
+            if not (held and line.split()[0] == f"ReservationName={wk.RESERVATION_PREFIX}{held}")
+        ]
     found += [
         f"Lease {lease['metadata']['name']}"
         for lease in kube.list("coordination.k8s.io/v1", "Lease", namespace=namespace)
@@ -111,7 +116,7 @@ def leaks(kube: Kube, namespace: str, budgets: set[str]) -> list[str]:
     for kube_node in kube.list("v1", "Node", label_selector=LOCAL_NODES):
         name = kube_node["metadata"]["name"]
         lease = (kube_node["metadata"].get("labels") or {}).get(wk.LABEL_LEASE)
-        if lease:
+        if lease and lease != held:
             found.append(f"Node {name} lease label {lease}")
         if kube_node["spec"].get("unschedulable"):
             found.append(f"Node {name} cordoned")

@@ -22,6 +22,7 @@ from slurmkube_runtime.layout import BRIDGE_IP, RuntimeLayout
 
 from slurmkube.api import well_known as wk
 from slurmkube_e2e.chaos.checks import slurm_nodes, slurmd_pod_on, slurmd_pods
+from slurmkube_e2e.chaos.holder import LentHolder
 from slurmkube_e2e.chaos.jobs import JobBook, JobSpec, RunningJob, ctld
 from slurmkube_e2e.chaos.records import JobRecord
 from slurmkube_e2e.chaos.report import FaultReport
@@ -51,6 +52,7 @@ class Chaos:
     operators: list[OperatorProcess]  # one, or the HA pair's processes
     api_server: LocalCluster | None  # None: the API server cannot be restarted (kind)
     max_time: str = "1-00:00:00"
+    holder: LentHolder | None = None  # a Kueue workload on lent nodes throughout
 
     def since(self, started: float) -> str:
         return f"{time.monotonic() - started:.1f}s"

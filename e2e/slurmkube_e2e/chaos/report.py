@@ -64,6 +64,10 @@ class ChaosReport:
     lost_at_end: list[JobRecord] = field(default_factory=list)
     leader_samples: int = 0
     two_leader_samples: int = 0
+    # With a Kueue workload on lent nodes: seconds from its end until its
+    # reservation and lease were gone (None: they stayed), and what stayed.
+    holder_release_seconds: float | None = None
+    end_leaks: list[str] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -77,6 +81,7 @@ class ChaosReport:
             and bool(self.faults)
             and all(f.passed for f in self.faults)
             and not self.lost_at_end
+            and not self.end_leaks
             and self.two_leader_samples == 0
         )
 
@@ -92,6 +97,8 @@ class ChaosReport:
             "duplicate_pods": sum(len(f.duplicate_pods) for f in self.faults),
             "violations": sum(len(f.violations) for f in self.faults),
             "two_leader_samples": self.two_leader_samples,
+            "holder_release_seconds": self.holder_release_seconds,
+            "end_leaks": self.end_leaks,
             "converge_seconds_p50": round(statistics.median(times), 1) if times else None,
             "converge_seconds_max": round(max(times), 1) if times else None,
         }
@@ -146,4 +153,9 @@ def markdown_table(report: ChaosReport) -> str:
         f"p50 {s['converge_seconds_p50']} s, max {s['converge_seconds_max']} s: "
         f"{'PASSED' if s['passed'] else 'FAILED'}"
     )
+    if report.holder_release_seconds is not None or report.end_leaks:
+        rows.append(
+            f"the Kueue workload on lent nodes released in {report.holder_release_seconds} s, "
+            f"left behind: {', '.join(report.end_leaks) or 'nothing'}"
+        )
     return "\n".join(rows)

@@ -93,7 +93,10 @@ def run_fault(ctx: Chaos, name: str, tally: Tally) -> tuple[FaultReport, bool]:
         lost = newly_lost(ctx.jobs.records(), ctx.jobs.specs, tally.counted)
         rep.jobs_lost = lost + tally.new_vanished(ctx)
         tally.counted.update(j.job_id for j in lost)
-        rep.leaks = leaks(ctx.kube, ctx.namespace, tally.budgets)
+        held = ctx.holder.uid if ctx.holder else ""
+        rep.leaks = leaks(ctx.kube, ctx.namespace, tally.budgets, held)
+        if ctx.holder is not None:
+            rep.violations += [f"lent holder: {v}" for v in ctx.holder.broken()]
     except Exception as err:  # Slurm unreadable after the fault: that is the finding
         rep.error = (rep.error or "") + "\nchecks: " + _error(err)
     rep.duplicate_pods = sorted(tally.pods.duplicates.get(name, ()))
@@ -151,6 +154,9 @@ def run_chaos(
         ] + tally.new_vanished(ctx)
         if left:
             report.error = (report.error or "") + f" jobs {sorted(left)} never ended"
+        if ctx.holder is not None:
+            report.holder_release_seconds, report.end_leaks = ctx.holder.release()
+            report.end_leaks += leaks(ctx.kube, ctx.namespace, budgets)
     except Exception as err:
         report.error = _error(err)
     finally:
