@@ -81,6 +81,9 @@ LABEL_CLUSTER: Final = f"{GROUP}/cluster"
 LABEL_NODESET: Final = f"{GROUP}/nodeset"
 LABEL_NODE: Final = f"{GROUP}/node"
 ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+# On every pod of a cluster while its keys rotate: the key set's hash, so each
+# kubelet syncs the pod's Secret volume now, not at its next periodic sync.
+ANNOTATION_KEY_SET: Final = f"{GROUP}/key-set"
 # On slurmd pods: "true" while Slurm shows a job on the node (the busy pods'
 # PodDisruptionBudget selects it).
 LABEL_BUSY: Final = f"{GROUP}/busy"

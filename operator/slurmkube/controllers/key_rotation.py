@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import logging
 import secrets
@@ -197,6 +198,13 @@ def _apply(
                 "data": data,
             }
         )
+        # The kubelet copies a changed Secret into a pod's volume at its next periodic
+        # sync (about a minute, beyond the propagation window); a pod update makes it
+        # sync that pod now, as the config hash does for slurmctld (build/reloader.py).
+        digest = hashlib.sha256(data[SLURM_JWKS].encode()).hexdigest()[:16]
+        selector = f"{wk.LABEL_CLUSTER}={name}"
+        for pod in kube.list("v1", "Pod", namespace, label_selector=selector):
+            kube.annotate_pod(namespace, pod["metadata"]["name"], wk.ANNOTATION_KEY_SET, digest)
     if step.reload:
         rest = handlers.State.clients.rest(kube, cluster)
         if rest is None:
