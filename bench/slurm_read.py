@@ -13,12 +13,15 @@ are quiet:
   `scontrol` and each signal is asked again with the same update_time.
   `diag` and `ping` carry no node update time, so they cannot tell.
 
+`--slurm 26.05` runs slurmctld and slurmrestd from the Slurm 26.05 image `make
+images` built (bench/slurm_image_stack.py) instead of the 24.11.5 host build.
+
 Target: the poll's signal at 25,000 nodes within 2x of its cost at 1,000.
 The poll uses `nodes` (the only one that sees a node change); the verdict
 also names any signal that sees the change and meets the target. One JSON
 line per fleet size and one verdict line; exits 1 on a miss.
 
-    python bench/slurm_read.py [--sizes 1000,25000] [--repeat 20]
+    python bench/slurm_read.py [--sizes 1000,25000] [--repeat 20] [--slurm 26.05]
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
 
 import httpx
 
@@ -40,7 +45,11 @@ from slurmkube.slurm.parse import update_time_of
 from slurmkube.slurm.rest import RestClient
 from slurmkube.slurm.tokens import JwtMinter
 from slurmkube_local.builders import cluster_docs, nvl_fleet
-from slurmkube_local.local_slurm import LocalSlurm, start_local_slurm
+from slurmkube_local.local_slurm import start_local_slurm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from slurm_image_stack import start_image_slurm
 
 PER_DOMAIN = 18
 TARGET_RATIO = 2.0
@@ -49,6 +58,34 @@ POLL_SIGNAL = "nodes"
 # Signals whose answer says "changed since update_time" (304 or no last_update: no).
 SINCE_SIGNALS = ("nodes", "jobs", "partitions")
 TIMED_SIGNALS = (*SINCE_SIGNALS, "diag", "ping")
+
+
+HOST_SLURM = "24.11"
+
+
+class SlurmUnderTest(Protocol):
+    """The host build (LocalSlurm) or an image's daemons (ImageSlurm)."""
+
+    @property
+    def conf_dir(self) -> Path: ...
+    @property
+    def rest_url(self) -> str: ...
+    @property
+    def nodes(self) -> list[str]: ...
+    def run(self, *argv: str) -> str: ...
+
+
+@contextmanager
+def started(size: int, slurm: str) -> Iterator[SlurmUnderTest]:
+    fleet = nvl_fleet(-(-size // PER_DOMAIN), PER_DOMAIN)[:size]
+    if slurm == HOST_SLURM:
+        bundle = parse_cluster(cluster_docs(block_size=PER_DOMAIN))
+        with start_local_slurm(bundle, fleet, start_slurmd=[]) as cluster:
+            yield cluster
+        return
+    versioned = cluster_docs(block_size=PER_DOMAIN, extra={"slurm": {"version": slurm}})
+    with start_image_slurm(parse_cluster(versioned), fleet, slurm) as image:
+        yield image
 
 
 def timed(call: Callable[[], object], repeat: int) -> float:
@@ -64,7 +101,7 @@ class Signals:
     """Raw slurmrestd GETs, so each signal costs one request and no decoding
     beyond its own (small) answer."""
 
-    def __init__(self, cluster: LocalSlurm, data_parser: str) -> None:
+    def __init__(self, cluster: SlurmUnderTest, data_parser: str) -> None:
         token = JwtMinter.from_file(cluster.conf_dir / "jwt.key", "root")
         self._http = httpx.Client(
             base_url=f"{cluster.rest_url}/slurm/{data_parser}",
@@ -103,12 +140,10 @@ class Signals:
             self._http.get(f"/{name}/").raise_for_status()
 
 
-def measure(size: int, repeat: int) -> dict[str, Any]:
-    fleet = nvl_fleet(-(-size // PER_DOMAIN), PER_DOMAIN)[:size]
-    bundle = parse_cluster(cluster_docs(block_size=PER_DOMAIN))
-    started = time.monotonic()
-    with start_local_slurm(bundle, fleet, start_slurmd=[]) as cluster:
-        up = time.monotonic() - started
+def measure(size: int, repeat: int, slurm: str) -> dict[str, Any]:
+    begun = time.monotonic()
+    with started(size, slurm) as cluster:
+        up = time.monotonic() - begun
         with RestClient(
             cluster.rest_url, jwt_key_file=cluster.conf_dir / "jwt.key", timeout=300.0
         ) as rest:
@@ -116,6 +151,7 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
             try:
                 return {
                     "bench": "slurm_read",
+                    "slurm": slurm,
                     "nodes": len(rest.node_list().nodes),
                     "slurm_up_seconds": round(up, 1),
                     **_quiet_figures(cluster, rest, signals, size, repeat),
@@ -138,7 +174,7 @@ def _data_parser(rest: RestClient) -> str:
 
 
 def _quiet_figures(
-    cluster: LocalSlurm, rest: RestClient, signals: Signals, size: int, repeat: int
+    cluster: SlurmUnderTest, rest: RestClient, signals: Signals, size: int, repeat: int
 ) -> dict[str, Any]:
     # Quiet: nodes without slurmd go NOT_RESPONDING once, then nothing changes.
     deadline = time.monotonic() + 120
@@ -184,6 +220,7 @@ def verdict(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
     cheaper = sorted(n for n in sound if n != POLL_SIGNAL and ratios[n] <= TARGET_RATIO)
     return {
         "bench": "slurm_read_poll_scaling",
+        "slurm": small["slurm"],
         "nodes": [small["nodes"], large["nodes"]],
         "poll_signal": POLL_SIGNAL,
         "poll_ratio": ratios[POLL_SIGNAL],
@@ -202,10 +239,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,25000")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--slurm", default=HOST_SLURM, help="24.11 (the host build) or an image's series (26.05)"
+    )
     args = parser.parse_args()
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        results.append(measure(size, args.repeat))
+        results.append(measure(size, args.repeat, args.slurm))
         print(json.dumps(results[-1]), flush=True)
     judged = verdict(results[0], results[-1])
     print(json.dumps(judged), flush=True)
