@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubernetes.client import CoreV1Api, V1Eviction, V1ObjectMeta
@@ -29,7 +30,7 @@ from slurmkube_e2e.chaos.report import FaultReport
 from slurmkube_e2e.cluster import LocalCluster
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, LOCAL
+from slurmkube_e2e.operator_cluster import API, LOCAL, ON_REAL_NODES
 from slurmkube_e2e.waiting import condition, wait_gone
 
 Settled = Callable[[], str | None] | None
@@ -417,17 +418,21 @@ PARTITION_SECONDS = 30
 
 def network_partition(ctx: Chaos, rep: FaultReport) -> Settled:
     """The host, where both operators run, cut off from slurmctld and slurmrestd
-    for 30 s: in each pod's network namespace (the test bed's own), packets from
-    the slot's bridge address are dropped. Slurm cannot be read, so nothing may
-    be deleted or replaced; jobs run on (slurmd reaches slurmctld pod to pod)."""
-    layout = RuntimeLayout.from_env()
-    pods = [f"{CLUSTER}-slurmctld-0"] + [
-        p["metadata"]["name"]
+    for 30 s: in each pod's network namespace (a runtime sandbox's or a real
+    node's pod's), packets from the slot's bridge address are dropped. Slurm
+    cannot be read, so nothing may be deleted or replaced; jobs run on (slurmd
+    reaches slurmctld pod to pod)."""
+    targets = [
+        p
         for p in ctx.kube.list("v1", "Pod", namespace=ctx.namespace)
-        if p["metadata"]["name"].startswith(f"{CLUSTER}-slurmrestd-")
-        and not p["metadata"].get("deletionTimestamp")
+        if not p["metadata"].get("deletionTimestamp")
+        and (
+            p["metadata"]["name"] == f"{CLUSTER}-slurmctld-0"
+            or p["metadata"]["name"].startswith(f"{CLUSTER}-slurmrestd-")
+        )
     ]
-    pids = [runtime_cli.running_sandbox(layout, ctx.namespace, pod).init_pid for pod in pods]
+    pods = [p["metadata"]["name"] for p in targets]
+    pids = [_netns_pid(ctx.namespace, pod) for pod in targets]
     rule = ["INPUT", "-s", str(BRIDGE_IP), "-j", "DROP"]
     before = pod_uids(ctx.kube, ctx.namespace)
     started = time.monotonic()
@@ -446,6 +451,23 @@ def network_partition(ctx: Chaos, rep: FaultReport) -> Settled:
         for pid in pids:
             subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", "-D", *rule], check=False)
     return None
+
+
+def _netns_pid(namespace: str, pod: Manifest) -> int:
+    """A process in the pod's network namespace: the runtime sandbox's init, or on
+    real nodes a process of the pod's cgroup (the kubelet's cgroupfs driver names
+    it pod<uid>, under the node's cgroup root)."""
+    if not ON_REAL_NODES:
+        layout = RuntimeLayout.from_env()
+        name = pod["metadata"]["name"]
+        return runtime_cli.running_sandbox(layout, namespace, name).init_pid
+    uid = pod["metadata"]["uid"]
+    for pod_dir in Path("/sys/fs/cgroup/pids").glob(f"slurmkube-*/*/kubepods*/**/pod{uid}"):
+        for procs in pod_dir.rglob("cgroup.procs"):
+            pids = procs.read_text().split()
+            if pids:
+                return int(pids[0])
+    raise AssertionError(f"no process of pod {pod['metadata']['name']} ({uid}) found")
 
 
 def api_server_restart(ctx: Chaos, rep: FaultReport) -> Settled:

@@ -24,6 +24,7 @@ from slurmkube_e2e.lending import (
     wait_workload,
     workload_of,
 )
+from slurmkube_e2e.operator_cluster import slurm_image
 from slurmkube_e2e.waiting import has_condition, wait_for
 
 JOB = "chaos-holder"
@@ -57,7 +58,11 @@ class LentHolder:
             lambda o: has_condition(o, "Active"),
             timeout=60,
         )
-        self.kube.create(gpu_job(JOB, nodes, HOLD_SECONDS), namespace=self.namespace)
+        job = gpu_job(JOB, nodes, HOLD_SECONDS)
+        image = slurm_image()  # on real nodes: an image their containerd holds
+        if image:
+            job["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        self.kube.create(job, namespace=self.namespace)
         w = wait_workload(
             self.kube, self.namespace, JOB, lambda w: has_condition(w, "Admitted"), timeout
         )
