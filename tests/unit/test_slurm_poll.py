@@ -88,3 +88,27 @@ def test_after_the_patch_every_label_is_what_slurm_shows(
     assert after == {f"pod-{n}": busy for n, (_, busy) in states.items()}
     assert set(step.labels) == {f"pod-{n}" for n, (label, busy) in states.items() if label != busy}
     assert step.reconcile is autoscaling
+
+
+@pytest.mark.parametrize(
+    ("changed", "answered", "before", "reconcile"),
+    [
+        (True, False, True, True),  # Slurm stopped answering: Ready must say so now
+        (False, True, False, True),  # answering again
+        (True, False, False, False),  # still silent: no reconcile every poll
+        (False, True, True, False),  # quiet and answering
+        (True, False, None, False),  # the first poll: the reconcile that started it knows
+    ],
+)
+def test_a_cluster_reconciles_when_slurm_stops_or_starts_answering(
+    changed: bool, answered: bool, before: bool | None, reconcile: bool
+) -> None:
+    step = plan_poll(
+        autoscaling=False,
+        changed=changed,
+        pods=[],
+        slurm_nodes=None,
+        answered=answered,
+        answered_before=before,
+    )
+    assert step.reconcile is reconcile

@@ -420,8 +420,8 @@ def network_partition(ctx: Chaos, rep: FaultReport) -> Settled:
     """The host, where both operators run, cut off from slurmctld and slurmrestd
     for 30 s: in each pod's network namespace (a runtime sandbox's or a real
     node's pod's), packets from the slot's bridge address are dropped. Slurm
-    cannot be read, so nothing may be deleted or replaced; jobs run on (slurmd
-    reaches slurmctld pod to pod)."""
+    cannot be read, so nothing may be deleted or replaced, and Ready must say
+    so; jobs run on (slurmd reaches slurmctld pod to pod)."""
     targets = [
         p
         for p in ctx.kube.list("v1", "Pod", namespace=ctx.namespace)
@@ -446,7 +446,10 @@ def network_partition(ctx: Chaos, rep: FaultReport) -> Settled:
                 note(rep.violations, "slurmd pods changed while Slurm could not be read")
             time.sleep(3)
         cluster = ctx.kube.get(API, "SlurmCluster", CLUSTER, namespace=ctx.namespace)
-        rep.observations.append(f"Ready at the end of the partition: {condition(cluster, 'Ready')}")
+        ready = condition(cluster, "Ready") or {}
+        rep.observations.append(f"Ready at the end of the partition: {ready}")
+        if ready.get("status") == "True":
+            rep.violations.append("Ready stayed True while Slurm could not be read")
     finally:
         for pid in pids:
             subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", "-D", *rule], check=False)

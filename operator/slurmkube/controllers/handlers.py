@@ -81,6 +81,8 @@ class _Cluster:
     polled: bool = False
     # slurmctld's update_time of the last full node read (the poll asks what changed since).
     nodes_read_at: int = 0
+    # Slurm answered the last poll (None: not polled yet).
+    poll_answered: bool | None = None
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
     # memory only: after an operator restart the whole window is waited again.
     config_clock: ConfigClock | None = None
@@ -137,10 +139,18 @@ async def _poll_key(key: Key) -> Result:
     if memory is None or not memory.polled:
         return Result()
     pods, since = caches.slurmd_pods_now(key), memory.nodes_read_at
-    step, read_at = await asyncio.to_thread(
-        poll_slurm, _kube(), State.clients, key, pods, since=since, autoscaling=memory.autoscaling
+    step, read = await asyncio.to_thread(
+        poll_slurm,
+        _kube(),
+        State.clients,
+        key,
+        pods,
+        since=since,
+        autoscaling=memory.autoscaling,
+        answered_before=memory.poll_answered,
     )
-    memory.nodes_read_at = max(memory.nodes_read_at, read_at)
+    memory.nodes_read_at = max(memory.nodes_read_at, read.read_at)
+    memory.poll_answered = read.answered
     if step.reconcile:
         _mark(key, "poll", debounce=False)
     return Result(requeue_after=State.settings.autoscale_poll_seconds)

@@ -307,6 +307,8 @@ class NodesRead:
     nodes: dict[str, SlurmNodeView] | None = None
     # slurmctld's update_time of this read (0: none).
     read_at: int = 0
+    # Slurm answered (False: no client yet, or an error reading it).
+    answered: bool = True
 
 
 def read_changed_nodes(
@@ -320,13 +322,13 @@ def read_changed_nodes(
         return NodesRead(True)
     slurm = clients.rest(kube, from_object(SlurmCluster, cluster_obj))
     if slurm is None:
-        return NodesRead(True)
+        return NodesRead(True, answered=False)
     try:
         if since and not slurm.nodes_changed_since(since):
             return NodesRead(False)
         listed = slurm.node_list()
     except SlurmError:
-        return NodesRead(True)
+        return NodesRead(True, answered=False)
     return NodesRead(True, {n.name: slurm_view(n) for n in listed.nodes}, listed.update_time)
 
 

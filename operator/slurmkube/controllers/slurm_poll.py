@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slurmkube.controllers.apply import patch_busy_labels
 from slurmkube.controllers.clients import SlurmClients
-from slurmkube.controllers.observe import read_changed_nodes
+from slurmkube.controllers.observe import NodesRead, read_changed_nodes
 from slurmkube.kube.client import Kube
 from slurmkube.plan.model import PodView
 from slurmkube.plan.slurm_poll import PollStep, plan_poll
@@ -19,11 +19,17 @@ def poll_slurm(
     *,
     since: int,
     autoscaling: bool,
-) -> tuple[PollStep, int]:
-    """The step taken (its labels patched) and slurmctld's update_time of the read (0: none)."""
+    answered_before: bool | None,
+) -> tuple[PollStep, NodesRead]:
+    """The step taken (its labels patched) and the read it was planned from."""
     read = read_changed_nodes(kube, *key, clients, since)
     step = plan_poll(
-        autoscaling=autoscaling, changed=read.changed, pods=pods, slurm_nodes=read.nodes
+        autoscaling=autoscaling,
+        changed=read.changed,
+        pods=pods,
+        slurm_nodes=read.nodes,
+        answered=read.answered,
+        answered_before=answered_before,
     )
     patch_busy_labels(kube, key[0], step.labels)
-    return step, read.read_at
+    return step, read

@@ -7,7 +7,10 @@ cluster with slurmd pods is polled: one `GET /nodes/?update_time=` whose
 answer, when no node changed, is an empty 304 at any fleet size. When nodes
 changed, the poll reads them and patches the busy label of only the pods whose
 label differs from what Slurm shows (`busy_labels`). An autoscaled cluster
-also reconciles then: Slurm's power saving is no Kubernetes event.
+also reconciles then: Slurm's power saving is no Kubernetes event. Any
+cluster reconciles when Slurm stops or starts answering the poll, so its
+Ready condition says so within a poll, not at the next resync (on real
+kubelets nothing else may trigger one for 30 s).
 """
 
 from __future__ import annotations
@@ -36,9 +39,14 @@ def plan_poll(
     changed: bool,
     pods: Sequence[LabelledPod],
     slurm_nodes: Mapping[str, RemovalNode] | None,
+    answered: bool = True,
+    answered_before: bool | None = None,
 ) -> PollStep:
     """`changed`: Slurm changed a node since the last read, or cannot say it did
-    not; `slurm_nodes`: the nodes read then (None: not read, or Slurm silent)."""
+    not; `slurm_nodes`: the nodes read then (None: not read, or Slurm silent);
+    `answered`: Slurm answered this poll, `answered_before` the last one (None:
+    no poll yet)."""
+    flipped = answered_before is not None and answered != answered_before
     if not changed:
-        return PollStep()
-    return PollStep(labels=busy_labels(pods, slurm_nodes), reconcile=autoscaling)
+        return PollStep(reconcile=flipped)
+    return PollStep(labels=busy_labels(pods, slurm_nodes), reconcile=autoscaling or flipped)
