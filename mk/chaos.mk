@@ -6,6 +6,8 @@
 #                (and .md, the table); fails on any job lost, leak, duplicate slurmd
 #                pod, two leaders at once or broken expectation.
 #
+# `make chaos E2E_NODES=real` runs it on four real kubelets (three slurmd replicas, the
+# fourth node lent).
 # SLURMKUBE_CHAOS_SEED=N (the job mix and every choice), SLURMKUBE_CHAOS_FAULTS=a,b (a
 # part, in the suite's order), SLURMKUBE_CHAOS_REPORT=path. `make test` runs a subset
 # (a busy node drained and relabelled) as part of e2e-local.
