@@ -18,14 +18,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.models import KubeNode
 from slurmkube.render import RenderContext, plan_config, render_files
-from slurmkube_local.local_slurm import free_ports
+from slurmkube_local.local_slurm import free_ports, write_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,21 +42,6 @@ def image_ref(series: str) -> str:
     if entry is None:
         raise SystemExit(f"bench: no image slurm-{series} recorded; run `make images`")
     return str(entry["ref"])
-
-
-def _write(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
-    """As the pods' projected /etc/slurm has them: 0440, group the daemon's."""
-    directory.mkdir(parents=True)
-    for name, content in files.items():
-        path = directory / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-        os.chown(path, 0, gid)
-        path.chmod(0o440)
-    directory.chmod(0o755)
-    return directory
 
 
 @dataclass
@@ -109,8 +94,8 @@ def start_image_slurm(
     workdir = Path(tempfile.mkdtemp(prefix="slurmkube-image-slurm-"))
     workdir.chmod(0o755)
     keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
-    etc = _write(workdir / "etc", {**files, **keys}, SLURM_UID)
-    rest_etc = _write(workdir / "rest", files, RESTD_UID)
+    etc = write_files(workdir / "etc", {**files, **keys}, SLURM_UID)
+    rest_etc = write_files(workdir / "rest", files, RESTD_UID)
     state = workdir / "state"
     state.mkdir()
     os.chown(state, SLURM_UID, SLURM_UID)

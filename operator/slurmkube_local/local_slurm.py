@@ -19,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -259,6 +259,21 @@ class LocalSlurm:
         self.wait_for(idle, f"nodes {sorted(want)} idle", timeout)
 
 
+def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
+    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
+    directory.mkdir(parents=True)
+    for name, content in files.items():
+        path = directory / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        os.chown(path, 0, gid)
+        path.chmod(0o440)
+    directory.chmod(0o755)
+    return directory
+
+
 def _rest_user_args(prefix: Path) -> list[str]:
     """slurmrestd refuses to serve as root. It drops to `-u/-g` itself, but then
     must still read its plugins: when the build sits under a private home
@@ -391,4 +406,4 @@ def start_local_slurm(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-__all__ = ["LocalSlurm", "SlurmNotBuilt", "free_ports", "start_local_slurm"]
+__all__ = ["LocalSlurm", "SlurmNotBuilt", "free_ports", "start_local_slurm", "write_files"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from slurmkube.render import RenderContext, plan_config, render_files
 from slurmkube_local.builders import NodeBuilder, bundle
-from slurmkube_local.local_slurm import free_ports
+from slurmkube_local.local_slurm import free_ports, write_files
 
 from .conftest import Podman
 
@@ -36,21 +36,6 @@ def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: fl
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
-
-
-def write_files(directory: Path, files: Mapping[str, str | bytes], gid: int) -> Path:
-    """Files as the pods' projected /etc/slurm volume has them: 0440, group fsGroup."""
-    directory.mkdir(parents=True)
-    for name, content in files.items():
-        path = directory / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-        os.chown(path, 0, gid)
-        path.chmod(0o440)
-    directory.chmod(0o755)
-    return directory
 
 
 def rendered(ctl_port: int, node_ports: Mapping[str, int], series: str) -> dict[str, str]:
