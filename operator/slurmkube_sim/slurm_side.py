@@ -191,13 +191,15 @@ class SlurmSide(RunState):
             if head_takes is not None:
                 shadow = est_end
                 break
+        # Long jobs get only what the head does not need at its shadow time (every
+        # policy: this is EASY's reservation); under sharing the head's idle nodes are
+        # also held from the bridge (`planned`).
         extra = list(future)
         planned: set[int] = set()
-        if head_takes is not None and self.sharing is not None:
-            for b, count in head_takes:
-                extra[b] -= count
-                held = min(count, counts[b])
-                planned.update(sorted(self.avail_idle[b])[:held])
+        for b, count in head_takes or ():
+            extra[b] -= count
+            if self.sharing is not None:
+                planned.update(sorted(self.avail_idle[b])[: min(count, counts[b])])
         started: set[int] = set()
         failed_short = failed_long = 1 << 30
         failed_single_short = failed_single_long = 1 << 30

@@ -117,6 +117,20 @@ def test_single_block_gang_waits_for_one_block() -> None:
     assert out.report.time_to_start["64-511"].p50_s == pytest.approx(0.0, abs=1.0)
 
 
+@pytest.mark.parametrize("policy", [StaticSplit(0), Sharing(), UpperBound()], ids=str)
+def test_backfill_never_delays_the_queue_head(policy: StaticSplit | Sharing | UpperBound) -> None:
+    # EASY under every policy: 24 of 32 nodes run until t=1000, the head wants all 32,
+    # so the 8 idle nodes are the head's at its shadow time; a job running past it
+    # (8 nodes of 1 GPU, 2,000 s) waits until the head is done instead of starting on them.
+    long_job = replace(gang("long", 2, 8, 2000), gpus_per_member=1)
+    jobs = [gang("running", 0, 24, 1000), gang("head", 1, 32, 100), long_job]
+    out = simulate(
+        TWO_BLOCKS, jobs, policy, teams=TEAMS, horizon=5000, seed=1, failures=NO_FAILURES
+    )
+    assert sorted(out.report.waits_by_bucket["64-511"]) == pytest.approx([0, 999])
+    assert out.report.waits_by_bucket["8-63"] == pytest.approx([1098])
+
+
 def test_static_split_keeps_pods_on_kubernetes_blocks() -> None:
     # One of two blocks is Kubernetes': 16 nodes for 20 whole-node pods, 4 wait.
     jobs = [pod(f"p{i}", 0, 8, 100) for i in range(20)]
