@@ -84,19 +84,20 @@ SLURM_INPUTS = (
     "images/slurm/Dockerfile",
     "images/slurm/entrypoint.sh",
     "images/slurm/bin",
+    "images/slurm/sshd_config",
 )
 # The Debian version of the slurmctld package, e.g. 24.11.5-4+deb13u1.
 SLURM_VERSION = ("dpkg-query", "--show", "--showformat=${Version}", "slurmctld")
 
 
-def slurm_image(series: str, suite: str) -> Image:
+def slurm_image(series: str, suite: str, sssd_suite: str = "") -> Image:
     return Image(
         name=f"slurm-{series}",
         repo="localhost/slurmkube/slurm",
         dockerfile="images/slurm/Dockerfile",
         inputs=SLURM_INPUTS,
         suite=suite,
-        args={"SLURM_SERIES": series},
+        args={"SLURM_SERIES": series, "SSSD_SUITE": sssd_suite},
         tags=(series, "{version}"),
         version_of=SLURM_VERSION,
     )
@@ -104,7 +105,8 @@ def slurm_image(series: str, suite: str) -> Image:
 
 IMAGES: tuple[Image, ...] = (
     # Slurm 26.05 from Debian forky, 24.11 from trixie (Debian 13).
-    slurm_image("26.05", "forky"),
+    # forky has no sssd (it left testing): the login pods' sssd comes from sid.
+    slurm_image("26.05", "forky", sssd_suite="sid"),
     slurm_image("24.11", "trixie"),
     Image(
         name="operator",

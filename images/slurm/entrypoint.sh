@@ -1,9 +1,10 @@
 #!/bin/bash
 # Container entrypoint of the slurm image: `entrypoint.sh ROLE [ARGS...]`.
 #
-# ROLE is one of slurmctld, slurmd, slurmrestd, sackd, slurmdbd. The daemon
-# runs in the foreground (-D: logs go to stdout/stderr, the container's
-# lifetime is the daemon's) with ARGS appended, as the user Slurm expects:
+# ROLE is one of slurmctld, slurmd, slurmrestd, sackd, slurmdbd, or a login
+# pod's sssd, sshd, login. The daemon runs in the foreground (-D: logs go to
+# stdout/stderr, the container's lifetime is the daemon's) with ARGS appended,
+# as the user Slurm expects:
 #
 #   role        user         why
 #   slurmctld   slurm        SlurmUser (slurm.conf(5)); state and logs are slurm's
@@ -11,6 +12,10 @@
 #   slurmdbd    slurm        slurmdbd.conf(5): SlurmUser owns slurmdbd.conf
 #   slurmrestd  slurmrestd   slurmrestd(8) refuses root and SlurmUser
 #   slurmd      root         becomes each job's user, manages cgroups and devices
+#   sssd        root         sssd(8) reads sssd.conf only if root owns it, mode 0600
+#   sshd        root         becomes each user who logs in
+#   login       any uid but root and SlurmUser: the container `kubectl exec`
+#               lands in; it only waits
 #
 # Started as root (e.g. no runAsUser in the pod), it drops to that user with
 # setpriv; started as a non-root uid (the image's default USER, or the pod's
@@ -24,6 +29,11 @@
 #                            slurmkube-resume/-suspend through /run/slurm/slurmkube-power.env,
 #                            since slurmctld starts those programs with an
 #                            empty environment (slurmctld/slurmscriptd.c)
+#   SLURMKUBE_SSSD_CONF      sssd: the rendered sssd.conf (a ConfigMap file), copied
+#                            to /etc/sssd/sssd.conf as root, mode 0600
+#   SLURMKUBE_LDAP_BIND_PASSWORD_FILE  sssd: the LDAP bind password (a Secret
+#                            file), appended as ldap_default_authtok; refused if
+#                            it holds a control character (a second line)
 set -euo pipefail
 
 # On the run directory slurmctld needs writable anyway (SlurmctldPidFile).
@@ -34,7 +44,7 @@ die() {
   exit 64
 }
 
-usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd [ARGS...]"
+usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd|sssd|sshd|login [ARGS...]"
 (($# >= 1)) || die "$usage"
 role=$1
 shift
@@ -43,8 +53,47 @@ case "$role" in
   slurmctld | sackd | slurmdbd) user=slurm ;;
   slurmrestd) user=slurmrestd ;;
   slurmd) user=root ;;
+  sssd | sshd) user=root ;;
+  login)
+    uid=$(id -u)
+    ((uid != 0 && uid != $(id -u slurm))) \
+      || die "login must run as an unprivileged uid, not uid $uid: set the pod's runAsUser"
+    exec sleep infinity
+    ;;
   *) die "unknown role '$role'; $usage" ;;
 esac
+
+if [[ $role == sssd || $role == sshd ]]; then
+  (($(id -u) == 0)) || die "$role must run as root (uid 0), not uid $(id -u)"
+fi
+if [[ $role == sssd ]]; then
+  conf=/etc/sssd/sssd.conf
+  install -m 0600 -o root -g root "${SLURMKUBE_SSSD_CONF:-/etc/slurmkube/sssd/sssd.conf}" "$conf"
+  if [[ -n ${SLURMKUBE_LDAP_BIND_PASSWORD_FILE:-} ]]; then
+    password=$(<"$SLURMKUBE_LDAP_BIND_PASSWORD_FILE") || die "cannot read the LDAP bind password"
+    [[ -n $password && $password != *[[:cntrl:]]* ]] \
+      || die "the LDAP bind password is empty or holds a control character (a second line)"
+    # The rendered file ends in the LDAP domain's section (slurmkube.build.sssd).
+    printf 'ldap_default_authtok = %s\n' "$password" >>"$conf"
+    unset password
+  fi
+  # Volumes (emptyDirs, shared with the pod's other containers) hide the image's
+  # folders. sssd refuses sockets of a group other than its own (check_file),
+  # and a pod's fsGroup makes new files take that group: root's group, no
+  # setgid. A restarted container finds its last run's sockets: removed.
+  for dir in /var/lib/sss/pipes /var/lib/sss/mc; do
+    install -d -o root -g root -m 0755 "$dir"
+    chmod g-s "$dir"
+  done
+  rm -rf /var/lib/sss/pipes/private /var/lib/sss/pipes/nss /var/lib/sss/pipes/pam
+  install -d -o root -g root -m 0700 /var/lib/sss/pipes/private
+  exec /usr/sbin/sssd -i --logger=stderr "$@"
+fi
+if [[ $role == sshd ]]; then
+  ssh-keygen -A >/dev/null
+  install -d -m 0755 /run/sshd
+  exec /usr/sbin/sshd -D -e "$@"
+fi
 
 has_conf_server() {
   local arg

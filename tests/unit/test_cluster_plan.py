@@ -86,7 +86,8 @@ def test_login_pods_run_sackd_configless_with_only_the_slurm_key(replicas: int) 
     login = next(o for o in plan.objects if o["metadata"]["name"] == "test-login")
     assert login["spec"]["replicas"] == replicas
     pod = login["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    assert [c["name"] for c in pod["containers"]] == ["login", "sackd"]
+    container = pod["containers"][1]
     assert container["args"][:2] == ["sackd", "-D"]
     assert container["args"][3].endswith(":6817")
     # Only slurm.key (and its key set while a rotation writes one): login users never

@@ -42,7 +42,7 @@ def test_each_control_plane_container_takes_its_resources() -> None:
         "slurmctld": container(controller_statefulset(cluster), "slurmctld"),
         "slurmrestd": container(restapi_deployment(cluster), "slurmrestd"),
         "slurmdbd": container(slurmdbd_deployment(cluster, "h"), "slurmdbd"),
-        "sackd": container(login_deployment(cluster), "sackd"),
+        "login": container(login_deployment(cluster), "login"),
     }
     assert {name: c["resources"] for name, c in made.items()} == dict.fromkeys(made, SMALL)
 

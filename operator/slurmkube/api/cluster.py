@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from slurmkube.api import grammar, slurm_conf_keys
 from slurmkube.api import well_known as wk
 from slurmkube.api.health import HealthSpec
+from slurmkube.api.login import LoginSpec
 from slurmkube.api.meta import (
     LabelSelector,
     ObjectMeta,
@@ -207,12 +208,6 @@ class AccountingSpec(StrictModel):
             ]
         }
     )
-
-
-class LoginSpec(StrictModel):
-    replicas: int = Field(0, ge=0, le=64)
-    """Login pods (sackd) for interactive users."""
-    resources: Resources = Field(default_factory=Resources)
 
 
 class AuthSpec(StrictModel):

@@ -28,7 +28,6 @@ from slurmkube.api.cluster import (
     BackfillSpec,
     ControllerSpec,
     DatabaseRef,
-    LoginSpec,
     PartitionSpec,
     PersistenceSpec,
     PriorityWeights,
@@ -56,6 +55,7 @@ from slurmkube.api.kube_node import (
     NodeStatus,
     Taint,
 )
+from slurmkube.api.login import LdapSpec, LoginSpec
 from slurmkube.api.meta import (
     LabelSelector,
     LabelSelectorRequirement,
@@ -110,6 +110,7 @@ __all__ = [
     "KubeNode",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "LdapSpec",
     "LenientModel",
     "LoginSpec",
     "NodeCheckSpec",

@@ -78,6 +78,11 @@ class ClusterNames:
         return dns_label(f"{self.cluster}-login")
 
     @property
+    def login_sssd(self) -> str:
+        """The ConfigMap of the login pods' sssd.conf."""
+        return dns_label(f"{self.cluster}-login-sssd")
+
+    @property
     def slurmdbd(self) -> str:
         return dns_label(f"{self.cluster}-slurmdbd")
 
@@ -134,6 +139,7 @@ def deployment_context(cluster: SlurmCluster) -> RenderContext:
         slurm_user="slurm",
         gpu_device_dir="/dev",
         accounting_host=names.slurmdbd_fqdn if cluster.spec.accounting.enabled else None,
+        client_ids=cluster.spec.login.ldap is not None,
     )
 
 

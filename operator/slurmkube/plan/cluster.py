@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from slurmkube.api import well_known as wk
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import NodeSet
-from slurmkube.build.login import login_deployment
+from slurmkube.build.login import login_deployment, login_service
 from slurmkube.build.names import Manifest, deployment_context, names_of
 from slurmkube.build.slurmctld import (
     config_map,
@@ -30,6 +30,7 @@ from slurmkube.build.slurmctld import (
 )
 from slurmkube.build.slurmd import SlurmdResources, slurmd_disruption_budget, slurmd_pod
 from slurmkube.build.slurmrestd import restapi_deployment, restapi_service
+from slurmkube.build.sssd import sssd_config_map
 from slurmkube.plan.autoscale import (
     RESUMING,
     Scaling,
@@ -155,6 +156,12 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
             ("v1", "Secret", names.slurmdbd_config),
         )
     )
+    if ldap := cluster.spec.login.ldap:
+        # The ConfigMap stays when LDAP is turned off (no delete verb on ConfigMaps):
+        # nothing mounts it then, and it goes with the SlurmCluster.
+        objects += [sssd_config_map(cluster, ldap), login_service(cluster)]
+    else:
+        prune += (("v1", "Service", names.login),)
     # slurmctld's own OpenMetrics (render: MetricsType) exist from 25.11 on.
     if config.slurm_version.serves_openmetrics:
         objects.append(metrics_service(cluster))

@@ -99,6 +99,8 @@ class SlurmConfig:
     accounting_host: SlurmToken | None
     accounting_port: int
     config_overrides: bool
+    # AuthInfo=use_client_ids (RenderContext.client_ids).
+    client_ids: bool
     topology_plugin: SlurmToken
     backfill: BackfillPlan
     scheduler_parameters: SlurmToken
@@ -368,6 +370,7 @@ def plan_config(
         accounting_host=_optional(grammar.address, ctx.accounting_host, "context.accounting_host"),
         accounting_port=ctx.accounting_port,
         config_overrides=ctx.config_overrides,
+        client_ids=ctx.client_ids,
         topology_plugin=SlurmToken(TOPOLOGY_PLUGINS[spec.topology.plugin]),
         backfill=backfill,
         scheduler_parameters=grammar.param_list(

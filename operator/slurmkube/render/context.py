@@ -47,3 +47,5 @@ class RenderContext:
     power_program: str = "/bin/true"
     # HealthCheckProgram with spec.health.nodeCheck: the path in the Slurm image.
     health_check_program: str = "/usr/local/bin/slurmkube-gpu-check"
+    # AuthInfo=use_client_ids: login pods resolve users from LDAP, slurmd pods do not.
+    client_ids: bool = False
