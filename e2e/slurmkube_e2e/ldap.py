@@ -10,6 +10,7 @@ certificates live in a temporary folder and go with the process, stopped by PID.
 
 from __future__ import annotations
 
+import secrets
 import socket
 import ssl
 import subprocess
@@ -47,6 +48,12 @@ class Directory:
     uri: str
     base_dn: str
     ca_pem: str
+    # The DN sssd binds as to search (anonymous searches see nothing) and its password.
+    bind_dn: str
+    bind_password: str
+
+
+BIND_DN = f"cn=sssd,ou=services,{SUFFIX}"
 
 
 def _run(argv: list[str], **kwargs: object) -> str:
@@ -72,12 +79,20 @@ def _certificates(root: Path) -> tuple[Path, Path, Path]:
     return ca, cert, key
 
 
-def _ldif(users: tuple[LdapUser, ...], groups: dict[str, tuple[int, tuple[str, ...]]]) -> str:
+def _ldif(
+    users: tuple[LdapUser, ...],
+    groups: dict[str, tuple[int, tuple[str, ...]]],
+    bind_password: str,
+) -> str:
     org = SUFFIX.split(",", maxsplit=1)[0].split("=")[1]
+    service = _run(["/usr/sbin/slappasswd", "-s", bind_password]).strip()
     entries = [
         f"dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\no: {org}\ndc: {org}",
         f"dn: ou=people,{SUFFIX}\nobjectClass: organizationalUnit\nou: people",
         f"dn: ou=groups,{SUFFIX}\nobjectClass: organizationalUnit\nou: groups",
+        f"dn: ou=services,{SUFFIX}\nobjectClass: organizationalUnit\nou: services",
+        f"dn: {BIND_DN}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\n"
+        f"cn: sssd\nuserPassword: {service}",
     ]
     for u in users:
         hashed = _run(["/usr/sbin/slappasswd", "-s", u.password]).strip()
@@ -112,9 +127,10 @@ maxsize 104857600
 suffix "{SUFFIX}"
 rootdn "cn=admin,{SUFFIX}"
 directory {root}/data
-# Passwords: a bind may check one, nobody reads one; everything else anyone may read.
+# Passwords: a bind may check one, nobody reads one. Everything else only sssd's
+# service DN reads: its bind password must reach sssd for any user to resolve.
 access to attrs=userPassword by anonymous auth by self read by * none
-access to * by * read
+access to * by dn.exact="{BIND_DN}" read by self read by anonymous auth by * none
 """
 
 
@@ -152,7 +168,8 @@ def running_slapd(
     conf = root / "slapd.conf"
     conf.write_text(_slapd_conf(root, cert, key, ca))
     ldif = root / "directory.ldif"
-    ldif.write_text(_ldif(users, groups or {}))
+    bind_password = secrets.token_urlsafe(18)
+    ldif.write_text(_ldif(users, groups or {}, bind_password))
     _run(["/usr/sbin/slapadd", "-f", str(conf), "-l", str(ldif)])
     log = root / "slapd.log"
     with log.open("wb") as out:
@@ -164,6 +181,8 @@ def running_slapd(
         )
     try:
         _wait_for_tls(ca, proc, log)
-        yield Directory(f"ldaps://{BRIDGE_IP}:{PORT}", SUFFIX, ca.read_text())
+        yield Directory(
+            f"ldaps://{BRIDGE_IP}:{PORT}", SUFFIX, ca.read_text(), BIND_DN, bind_password
+        )
     finally:
         terminate(proc)

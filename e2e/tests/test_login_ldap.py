@@ -6,7 +6,9 @@ an unprivileged uid.
 Needs real nodes (`make cluster-up REAL_NODES=2`): the containers of a pod must
 have filesystems of their own (the key is mounted into sackd's only), and
 `kubectl exec` needs a kubelet. slapd runs on the host, on the pod network's
-bridge address; ssh goes from the host to the login pod's address on that network.
+bridge address, over ldaps with a CA of the run, and shows its entries only to
+sssd's bind DN (whose password reaches only the sssd container, from a Secret);
+ssh goes from the host to the login pod's address on that network.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_g
 pytestmark = pytest.mark.e2e
 
 CLUSTER = "users"
-IMAGE = "localhost/slurmkube/slurm:26.05"
+# Both supported releases: AuthInfo=use_client_ids and the sack socket as 24.11
+# and 26.05 have them, and each image's own sssd (trixie's, sid's).
+IMAGES = {"26.05": "localhost/slurmkube/slurm:26.05", "24.11": "localhost/slurmkube/slurm:24.11"}
 ALICE = LdapUser("alice", 10001, 10001, "alice-in-ldap")
 # LDAP naming SlurmUser's uid: min_id keeps her out of every login pod.
 MALLORY = LdapUser("mallory", 401, 401, "mallory-in-ldap")
@@ -40,7 +44,7 @@ GPU_USERS = ("gpu-users", 10100)
 KEYS = ("/etc/slurm/slurm.key", "/etc/slurm/jwt.key")
 
 
-def cluster_docs(namespace: str, directory: Directory) -> list[dict[str, Any]]:
+def cluster_docs(namespace: str, directory: Directory, image: str) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": "v1",
@@ -49,11 +53,17 @@ def cluster_docs(namespace: str, directory: Directory) -> list[dict[str, Any]]:
             "data": {"ca.crt": directory.ca_pem},
         },
         {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "ldap-bind", "namespace": namespace},
+            "stringData": {"password": directory.bind_password},
+        },
+        {
             "apiVersion": API,
             "kind": "SlurmCluster",
             "metadata": {"name": CLUSTER, "namespace": namespace},
             "spec": {
-                "image": IMAGE,
+                "image": image,
                 "controller": {"nodeSelector": ON_REAL, "tolerations": TOLERATE},
                 "login": {
                     "replicas": 1,
@@ -61,6 +71,8 @@ def cluster_docs(namespace: str, directory: Directory) -> list[dict[str, Any]]:
                         "uri": directory.uri,
                         "baseDN": directory.base_dn,
                         "caConfigMap": "ldap-ca",
+                        "bindDN": directory.bind_dn,
+                        "bindPasswordSecret": "ldap-bind",
                     },
                 },
                 "deletionPolicy": "Delete",
@@ -89,17 +101,23 @@ def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
         yield d
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=list(IMAGES))
 def login_pod(
-    kube: Kube, operator: None, real_nodes: list[RealNode], directory: Directory
+    request: pytest.FixtureRequest,
+    kube: Kube,
+    operator: None,
+    real_nodes: list[RealNode],
+    directory: Directory,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(namespace, the Ready login pod) of a Ready cluster on the real nodes."""
-    namespace = f"e2e-login-ldap-{int(time.time()) % 100000}"
+    """(namespace, the Ready login pod) of a Ready cluster on the real nodes, one per
+    Slurm release."""
+    series = str(request.param)
+    namespace = f"e2e-login-ldap-{series.replace('.', '')}-{int(time.time()) % 100000}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
     started = time.monotonic()
     try:
-        for doc in cluster_docs(namespace, directory):
+        for doc in cluster_docs(namespace, directory, IMAGES[series]):
             kube.apply(doc)
         wait_for(
             kube, API, "SlurmCluster", CLUSTER, lambda o: has_condition(o, "Ready"),
@@ -114,7 +132,7 @@ def login_pod(
             label_selector="app.kubernetes.io/name=sackd",
             timeout=180,
         )
-        print(f"\ncluster and login pod Ready in {time.monotonic() - started:.1f}s")
+        print(f"\n{series}: cluster and login pod Ready in {time.monotonic() - started:.1f}s")
         yield namespace, pod
     finally:
         kube.delete(API, "SlurmCluster", CLUSTER, namespace)
