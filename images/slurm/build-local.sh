@@ -28,7 +28,10 @@ flock 9
 # unshare/setpriv/mount (private /run per daemon, pod namespaces), ip (pod network),
 # useradd (slurmrestd's user). Checked even when the build is cached.
 # mariadb-server-core: mariadbd for the accounting e2e tests (no service is installed).
-RUNTIME_DEPS=(util-linux mount iproute2 procps passwd mariadb-server-core mariadb-client-core)
+# slapd, openssh-client: the LDAP directory and the ssh logins of the login pods'
+# e2e test (the test starts slapd itself, on the bridge address only).
+RUNTIME_DEPS=(util-linux mount iproute2 procps passwd mariadb-server-core mariadb-client-core
+  slapd openssh-client)
 need=()
 for p in "${RUNTIME_DEPS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
@@ -37,7 +40,15 @@ if ((${#need[@]})); then
   log "installing runtime dependencies: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # No package may start its service (slapd would listen on every address):
+  # policy-rc.d(8) for the install, removed again unless the machine had one.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=1
+  fi
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  if [[ -n $own_policy ]]; then rm -f "$policy"; fi
 fi
 
 # What a build must contain; an older cached build without one is rebuilt.

@@ -2,7 +2,7 @@
 # Container entrypoint of the slurm image: `entrypoint.sh ROLE [ARGS...]`.
 #
 # ROLE is one of slurmctld, slurmd, slurmrestd, sackd, slurmdbd, or a login
-# pod's sssd, sshd, login. The daemon runs in the foreground (-D: logs go to
+# pod's sssd, sshd, sleep. The daemon runs in the foreground (-D: logs go to
 # stdout/stderr, the container's lifetime is the daemon's) with ARGS appended,
 # as the user Slurm expects:
 #
@@ -14,8 +14,10 @@
 #   slurmd      root         becomes each job's user, manages cgroups and devices
 #   sssd        root         sssd(8) reads sssd.conf only if root owns it, mode 0600
 #   sshd        root         becomes each user who logs in
-#   login       any uid but root and SlurmUser: the container `kubectl exec`
-#               lands in; it only waits
+#   sleep       any uid but root and SlurmUser: the login pod's container that
+#               `kubectl exec` lands in, which only waits. Named after the
+#               program, as every role is, so the same container args also run
+#               where there is no entrypoint (the e2e runtime's host build)
 #
 # Started as root (e.g. no runAsUser in the pod), it drops to that user with
 # setpriv; started as a non-root uid (the image's default USER, or the pod's
@@ -44,7 +46,7 @@ die() {
   exit 64
 }
 
-usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd|sssd|sshd|login [ARGS...]"
+usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd|sssd|sshd|sleep [ARGS...]"
 (($# >= 1)) || die "$usage"
 role=$1
 shift
@@ -54,11 +56,11 @@ case "$role" in
   slurmrestd) user=slurmrestd ;;
   slurmd) user=root ;;
   sssd | sshd) user=root ;;
-  login)
+  sleep)
     uid=$(id -u)
     ((uid != 0 && uid != $(id -u slurm))) \
-      || die "login must run as an unprivileged uid, not uid $uid: set the pod's runAsUser"
-    exec sleep infinity
+      || die "sleep must run as an unprivileged uid, not uid $uid: set the pod's runAsUser"
+    exec sleep "$@"
     ;;
   *) die "unknown role '$role'; $usage" ;;
 esac

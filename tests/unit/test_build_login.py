@@ -68,7 +68,7 @@ def test_only_sackd_mounts_the_key_and_exec_lands_as_an_unprivileged_uid(
     assert login["runAsUser"] == LOGIN_UID not in (0, SLURM_GID)
     assert login["runAsNonRoot"] and not login["allowPrivilegeEscalation"]
     assert login["capabilities"] == {"drop": ["ALL"]}
-    assert made["login"]["args"] == ["login"]
+    assert made["login"]["args"] == ["sleep", "infinity"]
 
 
 @pytest.mark.parametrize("ldap", [None, LDAP], ids=["plain", "ldap"])

@@ -63,7 +63,8 @@ def _user_side(cluster: SlurmCluster, name: str, args: list[str], image: str | N
 
 
 def _login(cluster: SlurmCluster, image: str | None) -> Manifest:
-    container = _user_side(cluster, "login", ["login"], image)
+    # The image's entrypoint role `sleep` (images/slurm/entrypoint.sh) checks the uid.
+    container = _user_side(cluster, "login", ["sleep", "infinity"], image)
     container["securityContext"] = {
         "runAsUser": LOGIN_UID,
         "runAsGroup": LOGIN_UID,
