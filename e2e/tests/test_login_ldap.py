@@ -180,10 +180,12 @@ def test_alice_logs_in_over_ssh_and_her_jobs_run_as_her(
 ) -> None:
     _, pod = login_pod
     started = time.monotonic()
-    done = ssh(pod, ALICE, "id", tmp_path)
+    done = ssh(pod, ALICE, "id; pwd", tmp_path)
     assert done.returncode == 0, done.stderr
     print(f"ssh login as alice in {time.monotonic() - started:.1f}s: {done.stdout.strip()}")
     assert ids(done.stdout) == (ALICE.uid, {ALICE.gid, GPU_USERS[1]})
+    # pam_mkhomedir made her home (sshd keeps CHOWN, not DAC_OVERRIDE).
+    assert done.stdout.split()[-1] == f"/home/{ALICE.name}", done.stdout
     # A step through srun, and a batch job whose output the job's user wrote.
     script = (
         "set -e; srun --chdir=/tmp -N1 id; "

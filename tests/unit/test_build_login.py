@@ -79,6 +79,15 @@ def test_only_sackd_may_write_its_socket_directory(ldap: dict[str, Any] | None) 
     assert set(socket) == set(made) - {"sssd"}
 
 
+def test_sshd_is_root_with_only_the_capabilities_a_login_takes() -> None:
+    context = containers(cluster(LDAP))["sshd"]["securityContext"]
+    assert context["runAsUser"] == 0
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert not {"DAC_OVERRIDE", "SYS_ADMIN", "SYS_PTRACE", "FOWNER"} & set(
+        context["capabilities"]["add"]
+    )
+
+
 def test_ldap_volumes_reach_only_the_containers_that_read_them() -> None:
     made = containers(cluster(LDAP))
     assert set(mounts(made["sssd"])) == {"sssd-conf", "ldap-ca", "ldap-bind", "sss-pipes", "sss-mc"}

@@ -49,6 +49,15 @@ SSS_MOUNTS: Final = (
     {"name": "sss-pipes", "mountPath": "/var/lib/sss/pipes"},
     {"name": "sss-mc", "mountPath": "/var/lib/sss/mc"},
 )
+SSHD_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETUID",
+    "SYS_CHROOT",
+)
 _NO_ESCALATION: Final = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
@@ -117,8 +126,15 @@ def _sshd(cluster: SlurmCluster, image: str | None) -> Manifest:
     container = _user_side(cluster, "sshd", ["sshd"], image)
     container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]
     container["readinessProbe"] = {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 5}
-    # Root, with the runtime's default capabilities: it becomes each user.
-    container["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
+    # Root, as it becomes each user; with only the capabilities that takes: a
+    # session's ids (SETUID, SETGID), its pty and home (CHOWN, pam_mkhomedir),
+    # the privilege-separated child (SYS_CHROOT), port 22, the login record,
+    # ending sessions. No DAC_OVERRIDE: root here reads only what root owns.
+    container["securityContext"] = {
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "capabilities": {"drop": ["ALL"], "add": list(SSHD_CAPABILITIES)},
+    }
     return container
 
 
