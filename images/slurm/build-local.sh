@@ -30,8 +30,9 @@ flock 9
 # mariadb-server-core: mariadbd for the accounting e2e tests (no service is installed).
 # slapd, openssh-client: the LDAP directory and the ssh logins of the login pods'
 # e2e test (the test starts slapd itself, on the bridge address only).
+# stunnel4: TLS in front of slurmrestd, as in the image (build/slurmrestd.py).
 RUNTIME_DEPS=(util-linux mount iproute2 procps passwd mariadb-server-core mariadb-client-core
-  slapd openssh-client)
+  slapd openssh-client stunnel4)
 need=()
 for p in "${RUNTIME_DEPS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")

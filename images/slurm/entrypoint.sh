@@ -1,7 +1,7 @@
 #!/bin/bash
 # Container entrypoint of the slurm image: `entrypoint.sh ROLE [ARGS...]`.
 #
-# ROLE is one of slurmctld, slurmd, slurmrestd, sackd, slurmdbd, or a login
+# ROLE is one of slurmctld, slurmd, slurmrestd, sackd, slurmdbd, stunnel, or a login
 # pod's sssd, sshd, sleep. The daemon runs in the foreground (-D: logs go to
 # stdout/stderr, the container's lifetime is the daemon's) with ARGS appended,
 # as the user Slurm expects:
@@ -11,6 +11,7 @@
 #   sackd       slurm        sackd(8): runs as SlurmUser, warns otherwise
 #   slurmdbd    slurm        slurmdbd.conf(5): SlurmUser owns slurmdbd.conf
 #   slurmrestd  slurmrestd   slurmrestd(8) refuses root and SlurmUser
+#   stunnel     slurmrestd   TLS in front of slurmrestd's UNIX socket, which it owns
 #   slurmd      root         becomes each job's user, manages cgroups and devices
 #   sssd        root         sssd(8) reads sssd.conf only if root owns it, mode 0600
 #   sshd        root         becomes each user who logs in
@@ -46,14 +47,14 @@ die() {
   exit 64
 }
 
-usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd|sssd|sshd|sleep [ARGS...]"
+usage="usage: entrypoint.sh slurmctld|slurmd|slurmrestd|sackd|slurmdbd|stunnel|sssd|sshd|sleep [ARGS...]"
 (($# >= 1)) || die "$usage"
 role=$1
 shift
 
 case "$role" in
   slurmctld | sackd | slurmdbd) user=slurm ;;
-  slurmrestd) user=slurmrestd ;;
+  slurmrestd | stunnel) user=slurmrestd ;;
   slurmd) user=root ;;
   sssd | sshd) user=root ;;
   sleep)

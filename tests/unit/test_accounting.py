@@ -48,7 +48,7 @@ def test_accounting_points_slurmctld_at_slurmdbd_and_weighs_fair_share() -> None
 
 def test_the_password_is_only_in_a_secret_never_in_the_config_map() -> None:
     p = plan()
-    (config_map,) = by_kind(p, "ConfigMap").values()
+    config_map = by_kind(p, "ConfigMap")["test-slurm-config"]
     assert all("s3cr!t" not in text for text in config_map["data"].values())
     secret = by_kind(p, "Secret")["test-slurmdbd-config"]
     conf = base64.b64decode(secret["data"]["slurmdbd.conf"]).decode()

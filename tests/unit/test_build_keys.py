@@ -58,8 +58,13 @@ BUILDERS: dict[str, tuple[Callable[[SlurmCluster], Manifest], bool, set[str]]] =
         True,
         {"slurm.key", "jwt.key"},
     ),
-    "slurmrestd forwards tokens, holds no key": (restapi_deployment, False, set()),
-    "slurmrestd with accounting keeps slurm.key": (restapi_deployment, True, {"slurm.key"}),
+    # tls.key: stunnel's, in front of slurmrestd (test_build_restapi_tls.py).
+    "slurmrestd forwards tokens, holds no key": (restapi_deployment, False, {"tls.key"}),
+    "slurmrestd with accounting keeps slurm.key": (
+        restapi_deployment,
+        True,
+        {"slurm.key", "tls.key"},
+    ),
     "login holds only slurm.key (sackd signs)": (login_deployment, False, {"slurm.key"}),
     "slurmd holds only slurm.key": (slurmd, False, {"slurm.key"}),
 }

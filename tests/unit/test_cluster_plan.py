@@ -56,7 +56,7 @@ def test_one_slurmd_pod_per_selected_node_with_all_its_gpus() -> None:
     assert container["args"][:4] == ["slurmd", "-D", "-N", "gpu-0001"]
     assert plan.config_map is not None and plan.config_map["kind"] == "ConfigMap"
     kinds = [o["kind"] for o in plan.objects]
-    assert kinds == ["Service", "StatefulSet", "Deployment", "Service", "Deployment"]
+    assert kinds == ["Service", "StatefulSet", "Deployment", "Service", "ConfigMap", "Deployment"]
 
 
 def test_the_config_needs_nothing_from_slurm_so_it_is_written_before_slurm_is_asked() -> None:

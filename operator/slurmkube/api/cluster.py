@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -9,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from slurmkube.api import grammar, slurm_conf_keys
 from slurmkube.api import well_known as wk
 from slurmkube.api.health import HealthSpec
-from slurmkube.api.login import LoginSpec
+from slurmkube.api.login import OBJECT_NAME_PATTERN, LoginSpec
 from slurmkube.api.meta import (
     LabelSelector,
     ObjectMeta,
@@ -178,10 +179,36 @@ class SlurmdSpec(StrictModel):
     detects. Only for simulated or test nodes; real nodes should report what they have."""
 
 
+class RestApiTlsSpec(StrictModel):
+    """TLS in front of slurmrestd: slurmrestd listens on a UNIX socket in its pod and
+    stunnel serves it on the port, so no token or reply leaves the pod in clear."""
+
+    enabled: bool = True
+    """false: slurmrestd serves plain HTTP on the port (for a network that encrypts
+    pod traffic itself, e.g. a service mesh or WireGuard)."""
+    secret_name: str | None = Field(
+        None,
+        alias="secretName",
+        max_length=253,
+        json_schema_extra={"pattern": OBJECT_NAME_PATTERN},
+    )
+    """A `kubernetes.io/tls` Secret (keys `tls.crt`, `tls.key`, `ca.crt`; cert-manager
+    writes these) for slurmrestd's Service names. Unset: the operator issues one,
+    `<cluster>-restapi-tls`, from a CA of the cluster's own."""
+
+    @field_validator("secret_name")
+    @classmethod
+    def _object_name(cls, v: str | None) -> str | None:
+        if v is not None and re.fullmatch(OBJECT_NAME_PATTERN, v) is None:
+            raise ValueError(f"{v!r} is not a Kubernetes object name (lowercase RFC 1123)")
+        return v
+
+
 class RestApiSpec(StrictModel):
     replicas: int = Field(1, ge=0, le=16)
     """slurmrestd replicas; 0 disables the REST API (the operator then uses scontrol)."""
     resources: Resources = Field(default_factory=Resources)
+    tls: RestApiTlsSpec = Field(default_factory=RestApiTlsSpec)
 
 
 class DatabaseRef(StrictModel):

@@ -84,6 +84,9 @@ ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
 # On every pod of a cluster while its keys rotate: the key set's hash, so each
 # kubelet syncs the pod's Secret volume now, not at its next periodic sync.
 ANNOTATION_KEY_SET: Final = f"{GROUP}/key-set"
+# On slurmrestd's pod template: a digest of the certificate stunnel serves, so a
+# new one (re-issued, or cert-manager's renewal) rolls the pods.
+ANNOTATION_RESTAPI_TLS: Final = f"{GROUP}/restapi-tls"
 # On slurmd pods: "true" while Slurm shows a job on the node (the busy pods'
 # PodDisruptionBudget selects it).
 LABEL_BUSY: Final = f"{GROUP}/busy"

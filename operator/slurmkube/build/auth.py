@@ -50,3 +50,19 @@ def key_set_keys(text: str) -> dict[str, tuple[bytes, bool]]:
         key = base64.urlsafe_b64decode(k + "=" * (-len(k) % 4))
         found[str(item["kid"])] = (key, item.get("use") == "default")
     return found
+
+
+def restapi_tls_secret(cluster: SlurmCluster, ca: bytes, cert: bytes, key: bytes) -> Manifest:
+    """slurmrestd's certificate as the operator issues it (build/slurmrestd.py reads
+    `tls.crt` and `tls.key`; clients trust `ca.crt`)."""
+
+    def b64(value: bytes) -> str:
+        return base64.b64encode(value).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta(cluster, names_of(cluster).restapi_tls, "slurmrestd"),
+        "type": "kubernetes.io/tls",
+        "data": {"ca.crt": b64(ca), "tls.crt": b64(cert), "tls.key": b64(key)},
+    }

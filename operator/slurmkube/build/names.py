@@ -74,6 +74,27 @@ class ClusterNames:
         return dns_label(f"{self.cluster}-slurmrestd")
 
     @property
+    def restapi_tls(self) -> str:
+        """The Secret of slurmrestd's certificate when the operator issues it."""
+        return dns_label(f"{self.cluster}-restapi-tls")
+
+    @property
+    def restapi_proxy(self) -> str:
+        """The ConfigMap of stunnel's configuration in front of slurmrestd."""
+        return dns_label(f"{self.cluster}-slurmrestd-tls")
+
+    @property
+    def restapi_dns_names(self) -> tuple[str, ...]:
+        """The names slurmrestd's certificate is for: its Service's, short to full."""
+        svc = self.restapi
+        return (
+            svc,
+            f"{svc}.{self.namespace}",
+            f"{svc}.{self.namespace}.svc",
+            f"{svc}.{self.namespace}.svc.{self.domain}",
+        )
+
+    @property
     def login(self) -> str:
         return dns_label(f"{self.cluster}-login")
 

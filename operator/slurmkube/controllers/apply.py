@@ -15,9 +15,10 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.slurm_version import SlurmVersion
-from slurmkube.build.auth import auth_secret
+from slurmkube.build.auth import auth_secret, restapi_tls_secret
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
+from slurmkube.controllers.certificates import issue_server_certificate
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.controllers.scaling import apply_scaling
@@ -75,6 +76,17 @@ def _generate_keys(kube: Kube, snap: Snapshot) -> None:
         kube.event(snap.cluster_obj, "KeysGenerated", f"generated Secret {names_of(cluster).auth}")
 
 
+def _issue_restapi_tls(kube: Kube, snap: Snapshot) -> None:
+    """slurmrestd's certificate, issued once: only if its Secret does not exist."""
+    cluster = snap.observed.bundle.cluster
+    names = names_of(cluster)
+    issued = issue_server_certificate(names.restapi_dns_names)
+    secret = restapi_tls_secret(cluster, issued.ca_pem, issued.cert_pem, issued.key_pem)
+    if kube.create_if_absent(secret, owner=snap.cluster_obj):
+        message = f"issued slurmrestd's certificate into Secret {names.restapi_tls}"
+        kube.event(snap.cluster_obj, "CertificateIssued", message)
+
+
 def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -> list[Condition]:
     """Every step is idempotent: a crash anywhere is finished by the next reconcile.
     The ConfigMap is already written (`deliver_config`)."""
@@ -83,6 +95,8 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
     conditions = list(plan.conditions)
     if plan.generate_keys:
         _generate_keys(kube, snap)
+    if plan.issue_restapi_tls:
+        _issue_restapi_tls(kube, snap)
     if plan.rendered is None:
         message = plan.conditions[0].message
         before = (cluster_obj.get("status") or {}).get("conditions") or []

@@ -22,6 +22,7 @@ from pathlib import Path
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import deployment_context, names_of
+from slurmkube.build.slurmrestd import CA_CERT, tls_secret_name
 from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube
 from slurmkube.render.config import TOPOLOGY_PLUGINS
@@ -71,8 +72,11 @@ class SlurmClients:
         url = self._settings.endpoints.restapi_url(kube, cluster)
         if url is None:
             return None
+        names = names_of(cluster)
+        tls = tls_secret_name(cluster)
+        ca = kube.secret_value(names.namespace, tls, CA_CERT) if tls else None
         writer = self.scontrol(kube, cluster)
-        kept = self._kept(self._rest, cluster, (url, key, id(writer)))
+        kept = self._kept(self._rest, cluster, (url, key, id(writer), ca))
         if kept.rest is None:
             with self._lock:
                 lists = self._lists.setdefault(_key(cluster), SlurmLists())
@@ -84,6 +88,8 @@ class SlurmClients:
                 attempts=2,
                 reservations=writer,
                 lists=lists,
+                ca_pem=ca,
+                server_name=names.restapi_dns_names[-1] if tls else None,
             )
         return kept.rest
 

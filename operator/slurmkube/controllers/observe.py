@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
 from slurmkube.build.names import names_of
+from slurmkube.build.slurmrestd import TLS_CERT, tls_secret_name
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.upgrade_observe import (
     maintenance_reservations,
@@ -200,12 +202,20 @@ def observe(
             unavailable=unavailable,
             database=database,
             has_keys=has_keys,
+            restapi_tls=_restapi_tls(kube, namespace, cluster),
             components=observe_components(kube, cluster, namespace),
             upgrade_memory=upgrade_memory(cluster_obj),
         ),
         slurm=None,
         slurm_error="Slurm not asked yet",
     )
+
+
+def _restapi_tls(kube: Kube, namespace: str, cluster: SlurmCluster) -> str | None:
+    """A digest of the certificate slurmrestd serves, None without one."""
+    secret = tls_secret_name(cluster) if cluster.spec.rest_api.replicas else None
+    cert = kube.secret_value(namespace, secret, TLS_CERT) if secret else None
+    return hashlib.sha256(cert).hexdigest()[:16] if cert else None
 
 
 def _allocation_policy(

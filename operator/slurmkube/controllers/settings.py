@@ -18,6 +18,7 @@ from typing import Protocol
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import names_of
+from slurmkube.build.slurmrestd import restapi_scheme
 from slurmkube.kube.client import Kube
 from slurmkube.kube.leader_election import Timing
 
@@ -45,7 +46,8 @@ class ServiceEndpoints:
 
     def restapi_url(self, kube: Kube, cluster: SlurmCluster) -> str | None:
         names = names_of(cluster)
-        return f"http://{names.restapi}.{names.namespace}.svc:{wk.SLURMRESTD_PORT}"
+        scheme = restapi_scheme(cluster)
+        return f"{scheme}://{names.restapi}.{names.namespace}.svc:{wk.SLURMRESTD_PORT}"
 
     def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:
         return names_of(cluster).controller_fqdn
@@ -64,7 +66,7 @@ class PodIpEndpoints:
         for pod in kube.list("v1", "Pod", names.namespace, selector):
             ip = (pod.get("status") or {}).get("podIP")
             if ip:
-                return f"http://{ip}:{wk.SLURMRESTD_PORT}"
+                return f"{restapi_scheme(cluster)}://{ip}:{wk.SLURMRESTD_PORT}"
         return ServiceEndpoints().restapi_url(kube, cluster)
 
     def controller_address(self, kube: Kube, cluster: SlurmCluster) -> str | None:

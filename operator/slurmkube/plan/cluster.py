@@ -29,7 +29,12 @@ from slurmkube.build.slurmctld import (
     metrics_service,
 )
 from slurmkube.build.slurmd import SlurmdResources, slurmd_disruption_budget, slurmd_pod
-from slurmkube.build.slurmrestd import restapi_deployment, restapi_service
+from slurmkube.build.slurmrestd import (
+    restapi_deployment,
+    restapi_proxy_config_map,
+    restapi_service,
+    tls_secret_name,
+)
 from slurmkube.build.sssd import sssd_config_map
 from slurmkube.plan.autoscale import (
     RESUMING,
@@ -103,6 +108,18 @@ def configure(observed: Observed) -> Configured | Condition:
     return Configured(config, rendered, config_map(cluster, rendered), tuple(accounting), held)
 
 
+def _issues_restapi_tls(observed: Observed) -> bool:
+    """The operator issues slurmrestd's certificate when TLS is on, the spec names no
+    Secret of its own, and the operator's Secret has none yet."""
+    rest_api = observed.bundle.cluster.spec.rest_api
+    return bool(
+        rest_api.replicas
+        and rest_api.tls.enabled
+        and rest_api.tls.secret_name is None
+        and observed.restapi_tls is None
+    )
+
+
 def plan_cluster(observed: Observed, configured: Configured | Condition | None = None) -> Plan:
     """`configured` is `configure(observed)`, when the caller already has it."""
     bundle = observed.bundle
@@ -113,7 +130,12 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
     ):
         configured = configure(observed)
     if isinstance(configured, Condition):
-        return Plan(rendered=None, generate_keys=not observed.has_keys, conditions=(configured,))
+        return Plan(
+            rendered=None,
+            generate_keys=not observed.has_keys,
+            issue_restapi_tls=_issues_restapi_tls(observed),
+            conditions=(configured,),
+        )
     config, rendered, accounting = configured.config, configured.rendered, configured.accounting
     overdue = overdue_nodes(observed.slurm_nodes, observed.not_responding_since, observed.now)
     scaling = _plan_scaling(observed, config.members, config.topology)
@@ -139,7 +161,13 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         controller_statefulset(cluster, images.of(SLURMCTLD)),
     ]
     if cluster.spec.rest_api.replicas:
-        objects += [restapi_deployment(cluster, images.of(SLURMRESTD)), restapi_service(cluster)]
+        image = images.of(SLURMRESTD)
+        objects += [
+            restapi_deployment(cluster, image, observed.restapi_tls),
+            restapi_service(cluster),
+        ]
+        if tls_secret_name(cluster):
+            objects.append(restapi_proxy_config_map(cluster))
     # Always there, at zero replicas while login is off: switching it off is a
     # scale-down, never an orphan to find and delete.
     objects.append(login_deployment(cluster, images.of(LOGIN)))
@@ -204,6 +232,7 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         rendered=rendered,
         config=config,
         generate_keys=not observed.has_keys,
+        issue_restapi_tls=_issues_restapi_tls(observed),
         config_map=configured.config_map,
         objects=tuple(objects),
         prune=prune,

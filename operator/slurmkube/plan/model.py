@@ -84,6 +84,9 @@ class Observed:
     database: DatabaseCredentials | None = None
     # The cluster's slurm.key and jwt.key exist (its own Secret, or those the spec names).
     has_keys: bool = True
+    # A digest of slurmrestd's certificate (spec.restApi.tls); None: TLS is off or
+    # its Secret holds no certificate yet.
+    restapi_tls: str | None = None
     # Epoch seconds of this observation, and since when each node Slurm shows not
     # responding has been seen so (the controller remembers it across reconciles).
     # Unknown: a busy node Slurm does not reach keeps its pod (plan/holds.py).
@@ -113,6 +116,8 @@ class Plan:
     config: SlurmConfig | None = None
     # Generate the cluster's keys into its auth Secret (apply makes them, once).
     generate_keys: bool = False
+    # Issue slurmrestd's certificate into `<cluster>-restapi-tls` (apply makes it, once).
+    issue_restapi_tls: bool = False
     # The rendered config's ConfigMap (None with `rendered`), apart from `objects`:
     # written before the rest of the plan is even made (controllers/apply.py).
     config_map: Manifest | None = None

@@ -18,6 +18,7 @@ composed with it, not derived from it, and reads stay on REST.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
@@ -99,6 +100,8 @@ class RestClient:
         max_backoff: float = 2.0,
         transport: httpx.BaseTransport | None = None,
         lists: SlurmLists | None = None,
+        ca_pem: bytes | None = None,
+        server_name: str | None = None,
     ) -> None:
         sources = [s for s in (token, jwt_key, jwt_key_file) if s is not None]
         if len(sources) != 1:
@@ -122,7 +125,11 @@ class RestClient:
             reraise=True,
         )
         self._url = url
-        self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport)
+        # https: the certificate must chain to `ca_pem` (else the system's CAs) and name
+        # `server_name`, which a client dialling a pod's IP gives (SNI, not the URL's).
+        verify = ssl.create_default_context(cadata=ca_pem.decode() if ca_pem else None)
+        self._extensions = {"sni_hostname": server_name} if server_name else {}
+        self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport, verify=verify)
         # slurmrestd needs ~16 s to list 25,000 nodes: the full read gets its own
         # timeout, the calls whose answers do not grow with the fleet keep `timeout`.
         self._list_timeout = list_timeout
@@ -166,6 +173,7 @@ class RestClient:
                     json=body,
                     headers={"X-SLURM-USER-TOKEN": self._token()},
                     timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                    extensions=self._extensions,
                 )
             except httpx.TransportError as err:
                 raise SlurmUnreachable(
