@@ -11,7 +11,7 @@ from cryptography import x509
 
 from slurmkube.api.documents import DocumentError
 from slurmkube.api.models import SlurmCluster
-from slurmkube.build.names import names_of
+from slurmkube.build.names import ClusterNames, names_of
 from slurmkube.build.slurmrestd import (
     SOCKET,
     restapi_deployment,
@@ -162,3 +162,13 @@ def test_the_plan_carries_the_certificate_digest_and_the_proxy_config() -> None:
     assert ("ConfigMap", "test-slurmrestd-tls") not in {
         (o["kind"], o["metadata"]["name"]) for o in off.objects
     }
+
+
+def test_long_names_fit_a_common_name_and_stay_whole_in_the_sans() -> None:
+    names = ClusterNames("c" * 50, "n" * 63)
+    issued = issue_server_certificate(names.restapi_dns_names)
+    cert = x509.load_pem_x509_certificate(issued.cert_pem)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == list(names.restapi_dns_names)
+    with pytest.raises(ValueError, match="at least one DNS name"):
+        issue_server_certificate(())

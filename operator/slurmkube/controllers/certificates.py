@@ -34,7 +34,8 @@ class IssuedCertificate:
 
 
 def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    # X.509 caps a common name at 64 characters; the SANs carry the full names.
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
 
 
 def issue_server_certificate(
@@ -46,7 +47,7 @@ def issue_server_certificate(
     start = (now or dt.datetime.now(dt.UTC)) - BACKDATE
     end = start + VALIDITY
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name(f"slurmkube CA for {dns_names[-1]}")
+    ca_name = _name(f"slurmkube CA for {dns_names[0]}")
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
