@@ -106,6 +106,16 @@ has_conf_server() {
   return 1
 }
 
+# A slurmrestd listen address: unix:/PATH or HOST:PORT (never an option's value,
+# which are plugin names here).
+has_listen_address() {
+  local arg
+  for arg in "$@"; do
+    [[ $arg == unix:/* || $arg =~ ^[^-][^[:space:]]*:[0-9]+$ ]] && return 0
+  done
+  return 1
+}
+
 args=()
 case "$role" in
   slurmctld)
@@ -131,9 +141,13 @@ case "$role" in
     args=(-D)
     ;;
   slurmrestd)
-    # No listen address in ARGS: slurmrestd reads these (slurmrestd(8)).
+    # With no listen address in ARGS, 0.0.0.0:6820. slurmrestd listens on the
+    # environment's address as well as on ARGS' (slurmrestd(8)), so the default
+    # must not be set beside ARGS' UNIX socket, which stunnel serves as TLS.
+    if ! has_listen_address "$@"; then
+      export SLURMRESTD_LISTEN="${SLURMRESTD_LISTEN:-0.0.0.0:6820}"
+    fi
     # JWT only: rest_auth/local needs a UNIX socket, which pods do not share.
-    export SLURMRESTD_LISTEN="${SLURMRESTD_LISTEN:-0.0.0.0:6820}"
     export SLURMRESTD_AUTH_TYPES="${SLURMRESTD_AUTH_TYPES:-rest_auth/jwt}"
     ;;
 esac
