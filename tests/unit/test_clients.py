@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from slurmkube.controllers.certificates import issue_server_certificate
 from slurmkube.controllers.clients import MAX_AGE_SECONDS, SlurmClients
 from slurmkube.controllers.settings import FixedRestApi, ServiceEndpoints, Settings
 from slurmkube.kube.client import Kube
 from slurmkube.slurm.models import NodeList
 from slurmkube_local.builders import bundle
+
+CA = issue_server_certificate(["slurmrestd.test"]).ca_pem
 
 
 class Secrets:
@@ -16,9 +19,10 @@ class Secrets:
 
     def __init__(self) -> None:
         self.jwt = b"k" * 32
+        self.ca: bytes | None = CA
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
-        return self.jwt
+        return {"jwt.key": self.jwt, "ca.crt": self.ca}.get(key)
 
 
 class Clock:
@@ -106,3 +110,15 @@ def test_settings_come_from_the_environment_once() -> None:
     assert settings.identity == "op-0"
     assert isinstance(settings.endpoints, FixedRestApi)
     assert settings.endpoints.url == "http://127.0.0.1:1"
+
+
+def test_a_new_ca_makes_a_new_client_and_one_that_is_no_certificate_none() -> None:
+    clock, secrets = Clock(), Secrets()
+    kube = cast(Kube, secrets)
+    clients, cluster = _clients(clock), bundle().cluster
+    first = clients.rest(kube, cluster)
+    secrets.ca = issue_server_certificate(["slurmrestd.test"]).ca_pem
+    second = clients.rest(kube, cluster)
+    assert second is not None and second is not first
+    secrets.ca = b"not a certificate"
+    assert clients.rest(kube, cluster) is None

@@ -12,6 +12,8 @@ dropped, when their SlurmCluster goes and when the operator stops.
 
 from __future__ import annotations
 
+import logging
+import ssl
 import tempfile
 import threading
 import time
@@ -33,6 +35,7 @@ from slurmkube.slurm.jwt_cli import client_config, jwt_cli_client, write_client_
 from slurmkube.slurm.rest import RestClient
 from slurmkube.slurm.tokens import JwtMinter
 
+log = logging.getLogger(__name__)
 MAX_AGE_SECONDS = 600.0
 Key = tuple[str, str]
 
@@ -80,6 +83,11 @@ class SlurmClients:
         if kept.rest is None:
             with self._lock:
                 lists = self._lists.setdefault(_key(cluster), SlurmLists())
+            try:
+                ssl.create_default_context(cadata=ca.decode() if ca else None)
+            except (ssl.SSLError, UnicodeDecodeError) as err:
+                log.warning("Secret %s/%s key %s: %s", names.namespace, tls, CA_CERT, err)
+                return None
             kept.rest = RestClient(
                 url,
                 jwt_key=key,
