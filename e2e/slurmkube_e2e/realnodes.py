@@ -391,10 +391,14 @@ class RealNodes:
         kube = Kube(self.layout.kubeconfig)
         deadline = time.monotonic() + timeout
         pending = [n.name for n in nodes]
+        # The PIDs just started, checked for life only: a node's script execs through
+        # nsenter and unshare into itself, so for a moment its command line is not
+        # the one `running_pid` knows, and a node was once called exited there.
+        started = {n.name: int(self._process(n).pid_file.read_text().strip()) for n in nodes}
         while pending and time.monotonic() < deadline:
             for node in nodes:
                 proc = self._process(node)
-                if processes.running_pid(proc) is None:
+                if not processes.alive(started[node.name]):
                     raise RealNodeError(
                         f"real node {node.name} exited:\n{processes.tail(proc.log_file)}\n"
                         f"see {self.node_dir(node)}/*.log"

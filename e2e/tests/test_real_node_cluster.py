@@ -10,13 +10,25 @@ The operator is the suite's, on the host.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import hashlib
 import re
 import time
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import pytest
 
+from slurmkube.build.names import ClusterNames
+from slurmkube.controllers.certificates import (
+    VALIDITY,
+    first_certificate,
+    issue_server_certificate,
+)
+from slurmkube.slurm.errors import SlurmUnreachable
+from slurmkube.slurm.rest import RestClient
 from slurmkube_e2e.accounting import sacct_state
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import kubectl as run_kubectl
@@ -34,6 +46,7 @@ CTLD = f"{CLUSTER}-slurmctld-0"
 IMAGE = "localhost/slurmkube/slurm:26.05"
 SLURM_UID = "401"
 NODE_LABEL = "slurmkube.io/node"  # the Slurm node a slurmd pod runs
+RESTD = "app.kubernetes.io/name=slurmrestd"
 
 
 def kubectl(*argv: str) -> str:
@@ -98,6 +111,78 @@ def test_a_node_named_with_dots_registers_under_its_name(
         pods = kube.list("v1", "Pod", namespace=cluster, label_selector=f"{NODE_LABEL}={name}")
         assert [p["spec"]["nodeName"] for p in pods] == [name], pods
         assert "." not in pods[0]["spec"]["hostname"], pods[0]["spec"]["hostname"]
+
+
+def test_slurmrestd_answers_only_over_tls_for_its_services_name(kube: Kube, cluster: str) -> None:
+    """docs/security.md, "slurmrestd over TLS": the operator's certificate, its CA in
+    the Secret, verified for the Service's name while dialling the pod's IP."""
+    (pod,) = kube.list("v1", "Pod", namespace=cluster, label_selector=RESTD)
+    names = ClusterNames(CLUSTER, cluster)
+    tls = kube.get("v1", "Secret", names.restapi_tls, namespace=cluster)
+    auth = kube.get("v1", "Secret", names.auth, namespace=cluster)
+    assert tls is not None and auth is not None
+    assert tls["type"] == "kubernetes.io/tls"
+    ca, key = (base64.b64decode(s["data"][k]) for s, k in ((tls, "ca.crt"), (auth, "jwt.key")))
+    address = f"{pod['status']['podIP']}:6820"
+    server = names.restapi_dns_names[-1]
+    with RestClient(f"https://{address}", jwt_key=key, ca_pem=ca, server_name=server) as client:
+        assert any(ping.responding for ping in client.ping())
+    wrong_name = RestClient(
+        f"https://{address}", jwt_key=key, ca_pem=ca, server_name="elsewhere", attempts=1
+    )
+    plain = RestClient(f"http://{address}", jwt_key=key, attempts=1)
+    for client in (wrong_name, plain):
+        with client, pytest.raises(SlurmUnreachable):
+            client.ping()
+
+
+def test_a_certificate_that_ends_soon_is_renewed_and_slurmrestd_rolls_onto_it(
+    kube: Kube, cluster: str
+) -> None:
+    """The operator's own certificate, 30 days before its end (plan/cluster.py): a new
+    one, `ca.crt` holding the new CA and the one before it, the pods rolled."""
+    names = ClusterNames(CLUSTER, cluster)
+    start = dt.datetime.now(dt.UTC) - VALIDITY + dt.timedelta(days=10)
+    ending = issue_server_certificate(names.restapi_dns_names, now=start)
+    data = {"ca.crt": ending.ca_pem, "tls.crt": ending.cert_pem, "tls.key": ending.key_pem}
+    encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    kube.patch("v1", "Secret", names.restapi_tls, {"data": encoded}, namespace=cluster)
+
+    def renewed(secret: dict[str, Any]) -> bool:
+        cert = base64.b64decode(secret["data"]["tls.crt"])
+        ca = base64.b64decode(secret["data"]["ca.crt"])
+        return cert != ending.cert_pem and ca.endswith(ending.ca_pem)
+
+    # The next reconcile (the 30 s resync at the latest) renews it.
+    secret = wait_for(
+        kube, "v1", "Secret", names.restapi_tls, renewed, namespace=cluster, timeout=120,
+        what="renewed",
+    )  # fmt: skip
+    cert = base64.b64decode(secret["data"]["tls.crt"])
+    ca = base64.b64decode(secret["data"]["ca.crt"])
+    digest = hashlib.sha256(cert).hexdigest()[:16]
+
+    def rolled(deployment: dict[str, Any]) -> bool:
+        template = deployment["spec"]["template"]["metadata"].get("annotations") or {}
+        status = deployment.get("status") or {}
+        return (
+            template.get("slurmkube.io/restapi-tls") == digest
+            and status.get("updatedReplicas") == status.get("readyReplicas") == 1
+            and status.get("replicas") == 1
+        )
+
+    wait_for(
+        kube, "apps/v1", "Deployment", names.restapi, rolled, namespace=cluster, timeout=180,
+        what="rolled onto the new certificate",
+    )  # fmt: skip
+    (pod,) = kube.list("v1", "Pod", namespace=cluster, label_selector=RESTD)
+    auth = kube.get("v1", "Secret", names.auth, namespace=cluster)
+    assert auth is not None
+    key = base64.b64decode(auth["data"]["jwt.key"])
+    url = f"https://{pod['status']['podIP']}:6820"
+    server = names.restapi_dns_names[-1]
+    with RestClient(url, jwt_key=key, ca_pem=first_certificate(ca), server_name=server) as c:
+        assert any(ping.responding for ping in c.ping())
 
 
 def test_a_segment_gang_job_runs_across_both_nvlink_domains_with_the_gpus(

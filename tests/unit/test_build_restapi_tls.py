@@ -3,6 +3,7 @@ what the pod runs, who holds the certificate's key, when the operator issues one
 
 from __future__ import annotations
 
+import datetime as dt
 import ssl
 from typing import Any
 
@@ -20,7 +21,13 @@ from slurmkube.build.slurmrestd import (
     stunnel_conf,
     tls_secret_name,
 )
-from slurmkube.controllers.certificates import issue_server_certificate
+from slurmkube.controllers.certificates import (
+    BACKDATE,
+    VALIDITY,
+    expires_at,
+    first_certificate,
+    issue_server_certificate,
+)
 from slurmkube.plan.cluster import plan_cluster
 from slurmkube.plan.model import Observed
 from slurmkube.topology.fleet import fleet_node
@@ -124,14 +131,54 @@ def test_the_issued_certificate_names_the_service_and_chains_to_its_own_ca() -> 
     assert again.ca_pem != issued.ca_pem  # each issue has a CA of its own
 
 
-def observed(extra: dict[str, object], restapi_tls: str | None) -> Observed:
+def observed(
+    extra: dict[str, object],
+    restapi_tls: str | None,
+    expires_in: float | None = None,
+) -> Observed:
+    now = 1_800_000_000.0
     return Observed(
         bundle=bundle(block_size=2, extra=extra),
         fleet=[fleet_node(n) for n in nvl_fleet(2, 2)],
         pods=[],
         slurm_nodes=None,
         restapi_tls=restapi_tls,
+        restapi_tls_expires=None if expires_in is None else now + expires_in,
+        now=now,
     )
+
+
+DAY = 86400.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "expires_in", "renews"),
+    [
+        ({}, 31 * DAY, False),
+        ({}, 29 * DAY, True),
+        ({}, -DAY, True),
+        ({}, None, False),  # unreadable: not replaced blindly
+        ({"restApi": {"tls": {"secretName": "mine"}}}, DAY, False),  # cert-manager's to renew
+    ],
+)
+def test_the_operators_own_certificate_is_renewed_thirty_days_before_it_ends(
+    extra: dict[str, object], expires_in: float | None, renews: bool
+) -> None:
+    assert plan_cluster(observed(extra, "digest", expires_in)).issue_restapi_tls is renews
+
+
+def test_expiry_and_the_first_certificate_of_a_bundle_are_read_from_pem() -> None:
+    now = dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
+    one = issue_server_certificate(["a"], now=now)
+    two = issue_server_certificate(["a"], now=now)
+    expected = (now - BACKDATE + VALIDITY).replace(microsecond=0).timestamp()
+    assert expires_at(one.cert_pem) == expected
+    assert expires_at(b"garbage") is None
+    assert first_certificate(two.ca_pem + one.ca_pem) == two.ca_pem
+    assert first_certificate(b"") == b""
+    # What a renewal writes as ca.crt: the new CA and the one before it, both trusted.
+    context = ssl.create_default_context(cadata=(two.ca_pem + one.ca_pem).decode())
+    assert len(context.get_ca_certs()) == 2
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.build.auth import auth_secret, restapi_tls_secret
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
-from slurmkube.controllers.certificates import issue_server_certificate
+from slurmkube.build.slurmrestd import CA_CERT
+from slurmkube.controllers.certificates import first_certificate, issue_server_certificate
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.controllers.scaling import apply_scaling
@@ -77,14 +78,25 @@ def _generate_keys(kube: Kube, snap: Snapshot) -> None:
 
 
 def _issue_restapi_tls(kube: Kube, snap: Snapshot) -> None:
-    """slurmrestd's certificate, issued once: only if its Secret does not exist."""
+    """slurmrestd's certificate: created if its Secret has none, replaced when it
+    ends soon, with the CA before it still in `ca.crt` while the pods roll."""
     cluster = snap.observed.bundle.cluster
     names = names_of(cluster)
     issued = issue_server_certificate(names.restapi_dns_names)
-    secret = restapi_tls_secret(cluster, issued.ca_pem, issued.cert_pem, issued.key_pem)
-    if kube.create_if_absent(secret, owner=snap.cluster_obj):
-        message = f"issued slurmrestd's certificate into Secret {names.restapi_tls}"
-        kube.event(snap.cluster_obj, "CertificateIssued", message)
+    if snap.observed.restapi_tls is None:
+        secret = restapi_tls_secret(cluster, issued.ca_pem, issued.cert_pem, issued.key_pem)
+        if kube.create_if_absent(secret, owner=snap.cluster_obj):
+            message = f"issued slurmrestd's certificate into Secret {names.restapi_tls}"
+            kube.event(snap.cluster_obj, "CertificateIssued", message)
+        return
+    before = kube.secret_value(names.namespace, names.restapi_tls, CA_CERT) or b""
+    bundle = issued.ca_pem + first_certificate(before)
+    kube.apply(
+        restapi_tls_secret(cluster, bundle, issued.cert_pem, issued.key_pem),
+        owner=snap.cluster_obj,
+    )
+    message = f"renewed slurmrestd's certificate in Secret {names.restapi_tls}"
+    kube.event(snap.cluster_obj, "CertificateRenewed", message)
 
 
 def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -> list[Condition]:

@@ -2,10 +2,11 @@
 signs one server certificate for the slurmrestd Service's names.
 
 The CA's key is dropped once it has signed, so nothing can issue a second
-certificate that clients of this cluster would trust; a new certificate
-(`kubectl delete secret <cluster>-restapi-tls`) comes with a new CA, which the
-operator's client reads from the same Secret. A team with cert-manager names its
-own Secret instead (spec.restApi.tls.secretName).
+certificate that clients of this cluster would trust. A renewal (30 days before
+the end, plan/cluster.py) comes with a new CA; the Secret's `ca.crt` then holds
+the new CA and the one before it, so clients trust both while the slurmrestd
+pods roll onto the new certificate. A team with cert-manager names its own
+Secret instead (spec.restApi.tls.secretName).
 """
 
 from __future__ import annotations
@@ -116,3 +117,20 @@ def issue_server_certificate(
         cert.public_bytes(serialization.Encoding.PEM),
         key_pem,
     )
+
+
+def expires_at(cert_pem: bytes) -> float | None:
+    """When the first certificate in `cert_pem` expires (epoch seconds); None when
+    it holds none."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return None
+    return cert.not_valid_after_utc.timestamp()
+
+
+def first_certificate(pem: bytes) -> bytes:
+    """The first PEM certificate of a bundle, b"" when there is none."""
+    end = b"-----END CERTIFICATE-----"
+    head, found, _ = pem.partition(end)
+    return head + found + b"\n" if found else b""

@@ -18,6 +18,7 @@ from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
 from slurmkube.build.names import names_of
 from slurmkube.build.slurmrestd import TLS_CERT, tls_secret_name
+from slurmkube.controllers.certificates import expires_at
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.upgrade_observe import (
     maintenance_reservations,
@@ -191,6 +192,7 @@ def observe(
     has_keys = bool(auth.slurm_key_secret and auth.jwt_key_secret) or bool(
         kube.secret_value(namespace, names.auth, "slurm.key")
     )
+    restapi_tls, restapi_tls_expires = _restapi_tls(kube, namespace, cluster)
     return Snapshot(
         cluster_obj=cluster_obj,
         node_set_objs=node_set_objs,
@@ -202,7 +204,8 @@ def observe(
             unavailable=unavailable,
             database=database,
             has_keys=has_keys,
-            restapi_tls=_restapi_tls(kube, namespace, cluster),
+            restapi_tls=restapi_tls,
+            restapi_tls_expires=restapi_tls_expires,
             components=observe_components(kube, cluster, namespace),
             upgrade_memory=upgrade_memory(cluster_obj),
         ),
@@ -211,11 +214,15 @@ def observe(
     )
 
 
-def _restapi_tls(kube: Kube, namespace: str, cluster: SlurmCluster) -> str | None:
-    """A digest of the certificate slurmrestd serves, None without one."""
+def _restapi_tls(
+    kube: Kube, namespace: str, cluster: SlurmCluster
+) -> tuple[str | None, float | None]:
+    """A digest of the certificate slurmrestd serves and when it expires; Nones without one."""
     secret = tls_secret_name(cluster) if cluster.spec.rest_api.replicas else None
     cert = kube.secret_value(namespace, secret, TLS_CERT) if secret else None
-    return hashlib.sha256(cert).hexdigest()[:16] if cert else None
+    if not cert:
+        return None, None
+    return hashlib.sha256(cert).hexdigest()[:16], expires_at(cert)
 
 
 def _allocation_policy(

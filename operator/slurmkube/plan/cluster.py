@@ -108,15 +108,20 @@ def configure(observed: Observed) -> Configured | Condition:
     return Configured(config, rendered, config_map(cluster, rendered), tuple(accounting), held)
 
 
+# Renew the operator's own slurmrestd certificate this long before it ends.
+RENEW_BEFORE_S = 30 * 86400.0
+
+
 def _issues_restapi_tls(observed: Observed) -> bool:
     """The operator issues slurmrestd's certificate when TLS is on, the spec names no
-    Secret of its own, and the operator's Secret has none yet."""
+    Secret of its own, and the operator's Secret has none yet or one that ends
+    within RENEW_BEFORE_S."""
     rest_api = observed.bundle.cluster.spec.rest_api
-    return bool(
-        rest_api.replicas
-        and rest_api.tls.enabled
-        and rest_api.tls.secret_name is None
-        and observed.restapi_tls is None
+    if not rest_api.replicas or not rest_api.tls.enabled or rest_api.tls.secret_name:
+        return False
+    expires = observed.restapi_tls_expires
+    return observed.restapi_tls is None or (
+        expires is not None and expires - observed.now < RENEW_BEFORE_S
     )
 
 

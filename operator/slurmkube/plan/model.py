@@ -87,6 +87,8 @@ class Observed:
     # A digest of slurmrestd's certificate (spec.restApi.tls); None: TLS is off or
     # its Secret holds no certificate yet.
     restapi_tls: str | None = None
+    # When that certificate expires (epoch seconds; None: no certificate or unreadable).
+    restapi_tls_expires: float | None = None
     # Epoch seconds of this observation, and since when each node Slurm shows not
     # responding has been seen so (the controller remembers it across reconciles).
     # Unknown: a busy node Slurm does not reach keeps its pod (plan/holds.py).
@@ -116,7 +118,8 @@ class Plan:
     config: SlurmConfig | None = None
     # Generate the cluster's keys into its auth Secret (apply makes them, once).
     generate_keys: bool = False
-    # Issue slurmrestd's certificate into `<cluster>-restapi-tls` (apply makes it, once).
+    # Issue slurmrestd's certificate into `<cluster>-restapi-tls`: none yet, or the
+    # operator's own ends within RENEW_BEFORE_S (a renewal).
     issue_restapi_tls: bool = False
     # The rendered config's ConfigMap (None with `rendered`), apart from `objects`:
     # written before the rest of the plan is even made (controllers/apply.py).
