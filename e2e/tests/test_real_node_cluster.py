@@ -113,10 +113,16 @@ def test_a_node_named_with_dots_registers_under_its_name(
         assert "." not in pods[0]["spec"]["hostname"], pods[0]["spec"]["hostname"]
 
 
+def restapi_pods(kube: Kube, namespace: str) -> list[dict[str, Any]]:
+    """slurmrestd's pods that are not on their way out (a roll's old pod lingers)."""
+    pods = kube.list("v1", "Pod", namespace=namespace, label_selector=RESTD)
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
 def test_slurmrestd_answers_only_over_tls_for_its_services_name(kube: Kube, cluster: str) -> None:
     """docs/security.md, "slurmrestd over TLS": the operator's certificate, its CA in
     the Secret, verified for the Service's name while dialling the pod's IP."""
-    (pod,) = kube.list("v1", "Pod", namespace=cluster, label_selector=RESTD)
+    (pod,) = restapi_pods(kube, cluster)
     names = ClusterNames(CLUSTER, cluster)
     tls = kube.get("v1", "Secret", names.restapi_tls, namespace=cluster)
     auth = kube.get("v1", "Secret", names.auth, namespace=cluster)
@@ -175,7 +181,7 @@ def test_a_certificate_that_ends_soon_is_renewed_and_slurmrestd_rolls_onto_it(
         kube, "apps/v1", "Deployment", names.restapi, rolled, namespace=cluster, timeout=180,
         what="rolled onto the new certificate",
     )  # fmt: skip
-    (pod,) = kube.list("v1", "Pod", namespace=cluster, label_selector=RESTD)
+    (pod,) = restapi_pods(kube, cluster)
     auth = kube.get("v1", "Secret", names.auth, namespace=cluster)
     assert auth is not None
     key = base64.b64decode(auth["data"]["jwt.key"])

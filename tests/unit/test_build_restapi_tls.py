@@ -19,7 +19,9 @@ from slurmkube.build.slurmrestd import (
     restapi_proxy_config_map,
     restapi_service,
     stunnel_conf,
+    tls_revision,
     tls_secret_name,
+    with_tls_revision,
 )
 from slurmkube.controllers.certificates import (
     BACKDATE,
@@ -219,3 +221,18 @@ def test_long_names_fit_a_common_name_and_stay_whole_in_the_sans() -> None:
     assert sans.get_values_for_type(x509.DNSName) == list(names.restapi_dns_names)
     with pytest.raises(ValueError, match="at least one DNS name"):
         issue_server_certificate(())
+
+
+def test_a_certificate_issued_while_applying_annotates_only_slurmrestds_pods() -> None:
+    plan = plan_cluster(observed({}, None))
+    annotated = with_tls_revision(plan.objects, tls_revision(b"cert"))
+    changed = [
+        (o["kind"], o["metadata"]["name"])
+        for o, before in zip(annotated, plan.objects, strict=True)
+        if o != before
+    ]
+    assert changed == [("Deployment", "test-slurmrestd")]
+    index = [o["metadata"]["name"] for o in plan.objects].index("test-slurmrestd")
+    template = annotated[index]["spec"]["template"]["metadata"]
+    assert template["annotations"] == {"slurmkube.io/restapi-tls": tls_revision(b"cert")}
+    assert "annotations" not in plan.objects[index]["spec"]["template"]["metadata"]

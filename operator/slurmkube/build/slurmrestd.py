@@ -9,6 +9,9 @@ as TLS on the port: tokens and replies leave the pod encrypted only.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+from collections.abc import Sequence
 from typing import Final
 
 from slurmkube.api import well_known as wk
@@ -115,6 +118,26 @@ def _tls_volumes(cluster: SlurmCluster, secret: str) -> list[Manifest]:
             "secret": {"secretName": secret, "items": items, "defaultMode": 0o440},
         },
     ]
+
+
+def tls_revision(cert_pem: bytes) -> str:
+    """The pod template's `slurmkube.io/restapi-tls`: a digest of the certificate."""
+    return hashlib.sha256(cert_pem).hexdigest()[:16]
+
+
+def with_tls_revision(objects: Sequence[Manifest], revision: str) -> tuple[Manifest, ...]:
+    """`objects` with slurmrestd's Deployment annotated for the certificate `revision`."""
+    out = []
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        if obj["kind"] != "Deployment" or labels.get(wk.LABEL_NAME) != "slurmrestd":
+            out.append(obj)
+            continue
+        annotated = copy.deepcopy(obj)
+        template = annotated["spec"]["template"]["metadata"]
+        template.setdefault("annotations", {})[wk.ANNOTATION_RESTAPI_TLS] = revision
+        out.append(annotated)
+    return tuple(out)
 
 
 def restapi_deployment(

@@ -8,7 +8,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
@@ -18,7 +18,7 @@ from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.build.auth import auth_secret, restapi_tls_secret
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
-from slurmkube.build.slurmrestd import CA_CERT
+from slurmkube.build.slurmrestd import CA_CERT, tls_revision, with_tls_revision
 from slurmkube.controllers.certificates import first_certificate, issue_server_certificate
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
@@ -77,18 +77,20 @@ def _generate_keys(kube: Kube, snap: Snapshot) -> None:
         kube.event(snap.cluster_obj, "KeysGenerated", f"generated Secret {names_of(cluster).auth}")
 
 
-def _issue_restapi_tls(kube: Kube, snap: Snapshot) -> None:
+def _issue_restapi_tls(kube: Kube, snap: Snapshot) -> str | None:
     """slurmrestd's certificate: created if its Secret has none, replaced when it
-    ends soon, with the CA before it still in `ca.crt` while the pods roll."""
+    ends soon, with the CA before it still in `ca.crt` while the pods roll.
+    Returns the new certificate's revision (None: another writer was first)."""
     cluster = snap.observed.bundle.cluster
     names = names_of(cluster)
     issued = issue_server_certificate(names.restapi_dns_names)
     if snap.observed.restapi_tls is None:
         secret = restapi_tls_secret(cluster, issued.ca_pem, issued.cert_pem, issued.key_pem)
-        if kube.create_if_absent(secret, owner=snap.cluster_obj):
-            message = f"issued slurmrestd's certificate into Secret {names.restapi_tls}"
-            kube.event(snap.cluster_obj, "CertificateIssued", message)
-        return
+        if not kube.create_if_absent(secret, owner=snap.cluster_obj):
+            return None
+        message = f"issued slurmrestd's certificate into Secret {names.restapi_tls}"
+        kube.event(snap.cluster_obj, "CertificateIssued", message)
+        return tls_revision(issued.cert_pem)
     before = kube.secret_value(names.namespace, names.restapi_tls, CA_CERT) or b""
     bundle = issued.ca_pem + first_certificate(before)
     kube.apply(
@@ -97,6 +99,7 @@ def _issue_restapi_tls(kube: Kube, snap: Snapshot) -> None:
     )
     message = f"renewed slurmrestd's certificate in Secret {names.restapi_tls}"
     kube.event(snap.cluster_obj, "CertificateRenewed", message)
+    return tls_revision(issued.cert_pem)
 
 
 def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -> list[Condition]:
@@ -107,8 +110,10 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
     conditions = list(plan.conditions)
     if plan.generate_keys:
         _generate_keys(kube, snap)
-    if plan.issue_restapi_tls:
-        _issue_restapi_tls(kube, snap)
+    # The plan was made before a certificate issued now existed: slurmrestd's pods
+    # start with it, rather than roll onto it at the next reconcile.
+    if plan.issue_restapi_tls and (revision := _issue_restapi_tls(kube, snap)):
+        plan = replace(plan, objects=with_tls_revision(plan.objects, revision))
     if plan.rendered is None:
         message = plan.conditions[0].message
         before = (cluster_obj.get("status") or {}).get("conditions") or []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -17,7 +16,7 @@ from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue, SlurmToken
 from slurmkube.api.models import AutoscalingSpec, KubeNode, NodeSet, SlurmCluster, from_object
 from slurmkube.build.names import names_of
-from slurmkube.build.slurmrestd import TLS_CERT, tls_secret_name
+from slurmkube.build.slurmrestd import TLS_CERT, tls_revision, tls_secret_name
 from slurmkube.controllers.certificates import expires_at
 from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.upgrade_observe import (
@@ -222,7 +221,7 @@ def _restapi_tls(
     cert = kube.secret_value(namespace, secret, TLS_CERT) if secret else None
     if not cert:
         return None, None
-    return hashlib.sha256(cert).hexdigest()[:16], expires_at(cert)
+    return tls_revision(cert), expires_at(cert)
 
 
 def _allocation_policy(
