@@ -48,6 +48,15 @@ class SlurmCommandFailed(subprocess.CalledProcessError):
         return f"{super().__str__()} stderr: {(self.stderr or '').strip()}"
 
 
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Something accepts TCP connections on host:port now."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def free_ports(count: int) -> list[int]:
     """Ports the kernel hands out now; held open together so they are distinct."""
     socks = []

@@ -9,7 +9,6 @@ entrypoint's default listen address is not added beside the socket.
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -27,21 +26,13 @@ from slurmkube.build.slurmrestd import (
 )
 from slurmkube.controllers.certificates import issue_server_certificate
 from slurmkube.slurm.rest import RestClient
-from slurmkube_local.local_slurm import free_ports, write_files
+from slurmkube_local.local_slurm import free_ports, listening, write_files
 
 from .conftest import Podman
 from .slurm_stack import RESTD_UID, host_mounts, start_slurm_stack, wait_until
 
 SLURM_IMAGES = {"slurm-26.05": "26.05", "slurm-24.11": "24.11"}
 NAMES = ClusterNames("tls", "team-a")
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("name", sorted(SLURM_IMAGES))
@@ -92,7 +83,7 @@ def test_slurmrestd_answers_only_through_stunnel_with_the_issued_certificate(
             *("-v", f"{run}:{SOCKET_DIR}"),
         ),
     )
-    wait_until(lambda: _listening(port), "stunnel on its port", podman)
+    wait_until(lambda: listening(port), "stunnel on its port", podman)
 
     server = NAMES.restapi_dns_names[-1]
     url = f"https://127.0.0.1:{port}"

@@ -8,7 +8,6 @@ name while it dials an address.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from slurmkube.build.slurmrestd import TLS_CERT, TLS_KEY, stunnel_conf
 from slurmkube.controllers.certificates import IssuedCertificate, issue_server_certificate
 from slurmkube.slurm.errors import SlurmUnreachable
 from slurmkube.slurm.rest import RestClient
-from slurmkube_local.local_slurm import LocalSlurm, free_ports
+from slurmkube_local.local_slurm import LocalSlurm, free_ports, listening
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +43,6 @@ def _wait(check: object, what: str, process: subprocess.Popen[bytes], timeout: f
             return
         time.sleep(0.2)
     raise AssertionError(f"{what} not ready after {timeout:.0f}s")
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -79,7 +70,7 @@ def tls_slurmrestd(slurm_cluster: LocalSlurm, tmp_path: Path) -> Iterator[TlsSlu
         proxy = subprocess.Popen([stunnel, str(conf)], stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait(sock.is_socket, "slurmrestd", restd)
-        _wait(lambda: _listening(port), "stunnel", proxy)
+        _wait(lambda: listening(port), "stunnel", proxy)
         yield TlsSlurmrestd(f"https://127.0.0.1:{port}", issued, sock)
     finally:
         for process in (proxy, restd):
