@@ -181,7 +181,14 @@ def test_a_certificate_that_ends_soon_is_renewed_and_slurmrestd_rolls_onto_it(
         kube, "apps/v1", "Deployment", names.restapi, rolled, namespace=cluster, timeout=180,
         what="rolled onto the new certificate",
     )  # fmt: skip
-    (pod,) = restapi_pods(kube, cluster)
+
+    def on_new_certificate(pod: dict[str, Any]) -> bool:
+        annotations = pod["metadata"].get("annotations") or {}
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        return ready and annotations.get("slurmkube.io/restapi-tls") == digest
+
+    (pod,) = [p for p in restapi_pods(kube, cluster) if on_new_certificate(p)]
     auth = kube.get("v1", "Secret", names.auth, namespace=cluster)
     assert auth is not None
     key = base64.b64decode(auth["data"]["jwt.key"])
