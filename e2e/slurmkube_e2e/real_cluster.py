@@ -41,18 +41,23 @@ def real_cluster_docs(
                 "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
             },
         },
-        {
-            "apiVersion": API,
-            "kind": "NodeSet",
-            "metadata": {"name": "gpu", "namespace": namespace},
-            "spec": {
-                "clusterRef": cluster,
-                "nodeSelector": {"matchLabels": ON_REAL},
-                "tolerations": TOLERATE,
-                "replicas": replicas,
-            },
-        },
+        real_node_set(namespace, cluster, replicas),
     ]
+
+
+def real_node_set(namespace: str, cluster: str, replicas: int) -> dict[str, Any]:
+    """The NodeSet `gpu` of `cluster` on the real (tainted) nodes."""
+    return {
+        "apiVersion": API,
+        "kind": "NodeSet",
+        "metadata": {"name": "gpu", "namespace": namespace},
+        "spec": {
+            "clusterRef": cluster,
+            "nodeSelector": {"matchLabels": ON_REAL},
+            "tolerations": TOLERATE,
+            "replicas": replicas,
+        },
+    }
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError
 from slurmkube_e2e.ldap import Directory, LdapUser, running_slapd
 from slurmkube_e2e.pod_exec import kubectl_exec
-from slurmkube_e2e.real_cluster import API, ON_REAL, TOLERATE
+from slurmkube_e2e.real_cluster import API, ON_REAL, TOLERATE, real_node_set
 from slurmkube_e2e.realnode_config import RealNode
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_gone
 
@@ -79,17 +79,7 @@ def cluster_docs(namespace: str, directory: Directory, image: str) -> list[dict[
                 "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
             },
         },
-        {
-            "apiVersion": API,
-            "kind": "NodeSet",
-            "metadata": {"name": "gpu", "namespace": namespace},
-            "spec": {
-                "clusterRef": CLUSTER,
-                "nodeSelector": {"matchLabels": ON_REAL},
-                "tolerations": TOLERATE,
-                "replicas": 1,
-            },
-        },
+        real_node_set(namespace, CLUSTER, 1),
     ]
 
 

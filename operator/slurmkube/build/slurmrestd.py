@@ -134,10 +134,14 @@ def with_tls_revision(objects: Sequence[Manifest], revision: str) -> tuple[Manif
             out.append(obj)
             continue
         annotated = copy.deepcopy(obj)
-        template = annotated["spec"]["template"]["metadata"]
-        template.setdefault("annotations", {})[wk.ANNOTATION_RESTAPI_TLS] = revision
+        _annotate(annotated, revision)
         out.append(annotated)
     return tuple(out)
+
+
+def _annotate(deployment: Manifest, revision: str) -> None:
+    template = deployment["spec"]["template"]["metadata"]
+    template.setdefault("annotations", {})[wk.ANNOTATION_RESTAPI_TLS] = revision
 
 
 def restapi_deployment(
@@ -188,8 +192,7 @@ def restapi_deployment(
     }
     manifest = deployment(cluster, names.restapi, "slurmrestd", cluster.spec.rest_api.replicas, pod)
     if secret and tls_revision:
-        template = manifest["spec"]["template"]["metadata"]
-        template.setdefault("annotations", {})[wk.ANNOTATION_RESTAPI_TLS] = tls_revision
+        _annotate(manifest, tls_revision)
     return manifest
 
 
