@@ -86,7 +86,7 @@ def cluster_docs(namespace: str, directory: Directory, image: str) -> list[dict[
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
     users = (ALICE, MALLORY)
-    groups = {GPU_USERS[0]: (GPU_USERS[1], (ALICE.name,))}
+    groups: dict[str, tuple[int, tuple[str, ...]]] = {GPU_USERS[0]: (GPU_USERS[1], (ALICE.name,))}
     with running_slapd(Path(tmp_path_factory.mktemp("slapd")), users, groups) as d:
         yield d
 
