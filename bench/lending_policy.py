@@ -1,7 +1,7 @@
 """Does sharing beat the best static split? Issue 22's table, as one JSON document.
 
 For each scenario and seed, every static split of the scenario's sweep, the
-sharing policy (`slurmkube.plan.lending_policy` in the simulator) and the
+sharing policy (`slurmkube.lending.sharing` in the simulator) and the
 ideal pool run on the same workload (`slurmkube_sim.compare`, without the
 drain-delay sensitivity runs). The static split is chosen per seed in
 hindsight, as `slurmkube sim` does. Per scenario it reports the mean and the

@@ -24,7 +24,7 @@ What is modelled, and from where:
   (best fit over nodes' free GPUs).
 - Sharing (slurmkube): a pod that fits no Kubernetes node gets an idle
   Slurm node lent by the bridge, when and where
-  `slurmkube.plan.lending_policy` says (`lending.py`); it arrives after the
+  `slurmkube.lending.sharing` says (`lending.py`); it arrives after the
   drain and pod-start delays; nodes that Slurm's EASY plan holds for the
   queue head are not lent. Empty Kubernetes nodes return to Slurm when Slurm
   allocates them (slurmd start delay); its main pass does so only when its

@@ -1,7 +1,7 @@
 """Kueue-like admission and the bridge: pods admitted by fair share, nodes lent to them.
 
 A pod that fits no Kubernetes node gets a node lent by the bridge: where
-`slurmkube.plan.lending_policy` says, from per-block counts of this run's
+`slurmkube.lending.sharing` says, from per-block counts of this run's
 state, or (`Sharing(lending=None)`) the node `slurmkube.placement.place`
 finds on a live snapshot. The policy's `reclaim` runs at every backfill tick:
 lent nodes of the blocks it names take no new pods (`cordoned`).
@@ -14,16 +14,16 @@ import time
 from dataclasses import replace
 
 from slurmkube.goodput import NodeTransferBegan, NodeTransferEnded, Side
-from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, place
-from slurmkube.plan.lending_policy import (
+from slurmkube.lending.sharing import (
     BlockView,
     Demand,
-    LendingPolicy,
+    SharingPolicy,
     choose_lends,
     expected,
     headroom_lends,
     reclaim,
 )
+from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, place
 from slurmkube_sim.pods import PodSide
 from slurmkube_sim.state import BUSY, DRAINING, HANDOVER, IDLE, KUBE, LENDING
 from slurmkube_sim.workload import SimJob
@@ -84,7 +84,7 @@ class LendingSide(PodSide):
             return self._lend_by_policy(sharing.lending)
         return self._lend_by_placement(j)
 
-    def _lend_by_policy(self, policy: LendingPolicy) -> int | None:
+    def _lend_by_policy(self, policy: SharingPolicy) -> int | None:
         started = time.perf_counter()
         takes = choose_lends(self._block_views(policy), 1, self._demand(policy), policy)
         self.lend_ms.append((time.perf_counter() - started) * 1000.0)
@@ -95,14 +95,14 @@ class LendingSide(PodSide):
         self._begin_lend(n)
         return n
 
-    def _block_views(self, policy: LendingPolicy) -> list[BlockView]:
+    def _block_views(self, policy: SharingPolicy) -> list[BlockView]:
         # Refused lends repeat at one instant for every blocked team: build the views once.
         key = (self.now, self.avail_version, self.kube_nodes, id(self.planned), len(self.planned))
         if self.views_key != key:
             self.views_key, self.views = key, self._build_block_views(policy)
         return self.views
 
-    def _build_block_views(self, policy: LendingPolicy) -> list[BlockView]:
+    def _build_block_views(self, policy: SharingPolicy) -> list[BlockView]:
         held = [0] * self.n_blocks
         for n in self.planned:
             if n in self.avail_idle[self.block[n]]:
@@ -132,7 +132,7 @@ class LendingSide(PodSide):
             )
         return views
 
-    def _demand(self, policy: LendingPolicy) -> Demand:
+    def _demand(self, policy: SharingPolicy) -> Demand:
         head = self.pending[: policy.queue_depth]
         return Demand(
             slurm_waiting=tuple(self.jobs[j].members for _, _, j in head),
@@ -185,7 +185,7 @@ class LendingSide(PodSide):
         if self.sharing is not None and self.sharing.lending is not None:
             self._cordon(self.sharing.lending)
 
-    def _cordon(self, policy: LendingPolicy) -> None:
+    def _cordon(self, policy: SharingPolicy) -> None:
         """Lent nodes of the blocks the policy takes back get no new pods."""
         back = {
             self.block_index[name]

@@ -7,7 +7,7 @@
   after the reservation's drain and the pod's start; an empty Kubernetes node
   goes back to Slurm when Slurm needs it (power-saving resume of a slurmd
   pod). Kueue's quota caps how much is lent. Which node, and whether Slurm can
-  spare one, is `slurmkube.plan.lending_policy` (`lending`); with
+  spare one, is `slurmkube.lending.sharing` (`lending`); with
   `lending=None`, the earlier policy: any node `slurmkube.placement` finds
   (free first, idle Slurm nodes next, busy ones with `WaitForIdle`).
 - `UpperBound`: one ideal pool of GPUs, no nodes, no topology, no delays.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slurmkube.plan.lending_policy import LendingPolicy
+from slurmkube.lending.sharing import SharingPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class Sharing:
     # Busy Slurm nodes may be reserved and lent once their job ends (WaitForIdle).
     wait_for_idle: bool = True
     # Whether and where to lend, and when lent nodes go back (None: any node placement finds).
-    lending: LendingPolicy | None = field(default_factory=LendingPolicy)
+    lending: SharingPolicy | None = field(default_factory=SharingPolicy)
     # Kubernetes' entitlement as a share of the nodes (None: its teams' weights).
     kubernetes_share: float | None = None
 

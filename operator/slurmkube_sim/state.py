@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmkube.goodput import GoodputLedger, JobEnded, NodeAdded, Side
+from slurmkube.lending.sharing import ArrivalRate, BlockView
 from slurmkube.placement import Snapshot
-from slurmkube.plan.lending_policy import ArrivalRate, BlockView
 from slurmkube_sim.fleet import FleetSpec
 from slurmkube_sim.policy import Policy, Sharing, StaticSplit, UpperBound
 from slurmkube_sim.workload import SimJob

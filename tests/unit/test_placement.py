@@ -336,3 +336,32 @@ def test_a_refusal_holds_for_every_request_of_its_shape(
         return
     other = replace(request, name="team-b/other")
     assert refused_alike(first, other) == place(snapshot, other)
+
+
+@settings(max_examples=200, deadline=None)
+@given(fleets(), requests, st.data())
+def test_a_cap_per_block_is_as_if_the_other_idle_nodes_were_unavailable(
+    nodes: list[Node], request: GangRequest, data: st.DataObject
+) -> None:
+    """`place(..., within=caps)` takes at most caps[block] free and idle nodes of a
+    block, and fits exactly when the snapshot without the nodes beyond the caps fits."""
+    snapshot = Snapshot.of(nodes)
+    caps = {b.name: data.draw(st.integers(0, 6)) for b in snapshot.blocks}
+    decision = place(snapshot, request, caps)
+    taken: dict[str, int] = {}
+    for name in decision.nodes:
+        node = snapshot.nodes[name]
+        if node.state is not B:
+            taken[node.block] = taken.get(node.block, 0) + 1
+    assert all(count <= caps[block] for block, count in taken.items())
+    left = dict(caps)
+    trimmed = []
+    for node in sorted(nodes, key=lambda n: (n.state is not F, n.name)):
+        usable = node.state in (F, I) and node.gpus >= request.gpus_per_node
+        if usable and left[node.block] == 0:
+            trimmed.append(replace(node, state=U))
+            continue
+        if usable:
+            left[node.block] -= 1
+        trimmed.append(node)
+    assert decision.placed == place(Snapshot.of(trimmed), request).placed

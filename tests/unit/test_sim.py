@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurmkube.goodput import Side
-from slurmkube.plan.lending_policy import LendingPolicy
+from slurmkube.lending.sharing import SharingPolicy
 from slurmkube_sim import (
     SCENARIOS,
     FailureModel,
@@ -281,7 +281,7 @@ def test_learnt_headroom_lends_ahead_of_kubernetes_arrivals() -> None:
     # rate, nodes are lent ahead and some pods start at once.
     jobs = [pod(f"p{i}", 20.0 * i, 4, 10_000.0) for i in range(60)]
 
-    def waited(policy: LendingPolicy) -> int:
+    def waited(policy: SharingPolicy) -> int:
         sharing = Sharing(max_lent_share=1.0, lending=policy)
         out = simulate(
             TWO_BLOCKS, jobs, sharing, teams=TEAMS, horizon=3000, seed=1, failures=NO_FAILURES
@@ -289,5 +289,5 @@ def test_learnt_headroom_lends_ahead_of_kubernetes_arrivals() -> None:
         assert out.jobs_finished == len(jobs)
         return sum(1 for w in out.report.waits_by_bucket["1-7"] if w > 0)
 
-    assert waited(LendingPolicy()) == 60
-    assert waited(LendingPolicy(rate_half_life_s=300.0)) < 50
+    assert waited(SharingPolicy()) == 60
+    assert waited(SharingPolicy(rate_half_life_s=300.0)) < 50

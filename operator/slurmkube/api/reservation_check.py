@@ -96,6 +96,18 @@ class BusyNodePolicy(StrictModel):
         return self
 
 
+class SlurmQueueProtection(StrictModel):
+    """Which idle nodes stay Slurm's (the sharing policy, docs/goodput.md): nodes the
+    first `protectedJobs` pending Slurm jobs can start on soon (idle, held by
+    Slurm's backfill, or running a job whose time limit ends within
+    `horizonSeconds`) are not lent, beyond Kubernetes' `entitledNodes`."""
+
+    protected_jobs: int = Field(4, ge=0, le=1000, alias="protectedJobs")
+    """Pending Slurm jobs, from the queue head, whose nodes are kept; 0 keeps none."""
+    horizon_seconds: int = Field(1800, ge=0, le=604800, alias="horizonSeconds")
+    """How far ahead a running job's end counts as soon."""
+
+
 class SlurmReservationCheckSpec(StrictModel):
     """Parameters of a Kueue AdmissionCheck with controllerName
     `slurmkube.io/slurm-reservation`: which Slurm nodes may be lent, and how."""
@@ -111,6 +123,12 @@ class SlurmReservationCheckSpec(StrictModel):
     busy_nodes: BusyNodePolicy = Field(default_factory=BusyNodePolicy, alias="busyNodes")
     max_nodes: int | None = Field(None, ge=1, alias="maxNodes")
     """At most this many nodes lent through this check at once; unset: no limit."""
+    entitled_nodes: int = Field(0, ge=0, alias="entitledNodes")
+    """Nodes Kubernetes may hold whatever Slurm's queue waits for, as a static split
+    would give it; beyond them only what Slurm's queue does not need soon is lent."""
+    slurm_queue: SlurmQueueProtection = Field(
+        default_factory=SlurmQueueProtection, alias="slurmQueue"
+    )
     reservation_flags: list[Literal["MAINT", "PURGE_COMP", "NO_HOLD_JOBS_AFTER"]] = Field(
         default_factory=list, alias="reservationFlags"
     )

@@ -47,7 +47,7 @@ from slurmkube.lending import (
     LendingWorld,
     plan_lending,
 )
-from slurmkube.lending.model import WorkloadView
+from slurmkube.lending.model import CheckState, WorkloadView
 from slurmkube.topology.fleet import node_changed
 
 log = logging.getLogger(__name__)
@@ -208,29 +208,31 @@ def _reconcile_cluster(
     writer = handlers.State.clients.scontrol(kube, cluster)
     rest = handlers.State.clients.rest(kube, cluster)
     policies = tuple(c.policy for c in checks if c.policy is not None)
-    # Jobs are read only when a policy may requeue them: a deep queue makes /jobs/ costly.
-    with_jobs = any(p.requeue is not None for p in policies)
+    # Jobs are read only when a policy may requeue them or a workload is being placed
+    # (the sharing policy protects Slurm's queue): a deep queue makes /jobs/ costly.
+    with_jobs = any(p.requeue is not None for p in policies) or any(
+        w.holds_nodes and w.check_state is CheckState.PENDING for w in workloads
+    )
     health = (obj.get("status") or {}).get("health") or {}
     escalated = frozenset(str(d.get("domain")) for d in health.get("domains") or [])
-    nodes, reservations, reachable, error = observe_nodes(
-        kube, cluster, rest, with_jobs, cache, escalated=escalated
-    )
+    slurm = observe_nodes(kube, cluster, rest, with_jobs, cache, escalated=escalated)
     world = LendingWorld(
         checks=policies,
         workloads=tuple(workloads),
-        nodes=nodes,
-        reservations=reservations,
-        slurm_reachable=reachable and writer is not None,
+        nodes=slurm.nodes,
+        reservations=slurm.reservations,
+        slurm_reachable=slurm.reachable and writer is not None,
         now=time.time(),
         live_elsewhere=elsewhere,
         escalation_gang_nodes=cluster.spec.health.rack_escalation.gang_nodes,
+        slurm_queue=slurm.queue,
     )
     plan = plan_lending(world)
-    started = {r.name: r.start for r in reservations}
+    started = {r.name: r.start for r in slurm.reservations}
     relabelled = apply_lending(kube, LendingCluster(obj, cluster, rest), plan, raw_by_uid, started)
     metrics.LENT_NODES.labels(namespace, name).set(plan.lent_nodes)
     metrics.WAITING_WORKLOADS.labels(namespace, name).set(len(plan.waiting))
     if not world.slurm_reachable:
-        reason = error or "no slurmctld address or jwt.key yet"
+        reason = slurm.error or "no slurmctld address or jwt.key yet"
         return (False, "SlurmUnreachable", reason), relabelled
     return (True, "Active", f"lending from SlurmCluster {namespace}/{name}"), relabelled

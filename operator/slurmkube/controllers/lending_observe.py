@@ -27,12 +27,16 @@ from slurmkube.lending import (
     uid_of_reservation,
     workload_view,
 )
-from slurmkube.lending.model import WorkloadView
+from slurmkube.lending.model import PendingJob, WorkloadView
+from slurmkube.lending.sharing import SharingPolicy
 from slurmkube.plan.model import PodView
 from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.models import Job
 from slurmkube.slurm.rest import RestClient
 
 log = logging.getLogger(__name__)
+# squeue(1) JOB REASON CODES of a job that waits for nodes alone.
+WAITS_FOR_NODES = frozenset({"Priority", "Resources", "None", ""})
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,11 @@ def check_of(kube: Kube, ac: Manifest) -> Check:
         flags=tuple(spec.reservation_flags),
         tolerations=tuple(t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations),
         retry_after_seconds=spec.retry_after_seconds,
+        entitled_nodes=spec.entitled_nodes,
+        sharing=SharingPolicy(
+            horizon_s=float(spec.slurm_queue.horizon_seconds),
+            queue_depth=spec.slurm_queue.protected_jobs,
+        ),
     )
     return Check(name, ac, (spec.cluster_ref.namespace, spec.cluster_ref.name), policy)
 
@@ -119,6 +128,17 @@ def workloads_of(raw: Iterable[Manifest], checks: Mapping[str, Check]) -> list[W
     return out
 
 
+@dataclass(frozen=True)
+class SlurmSide:
+    """The cluster's lendable nodes and Slurm's state as the bridge plans with them."""
+
+    nodes: tuple[NodeView, ...]
+    reservations: tuple[ReservationView, ...]
+    queue: tuple[PendingJob, ...]  # pending jobs that wait for nodes, queue head first
+    reachable: bool
+    error: str
+
+
 def observe_nodes(
     kube: Kube,
     cluster: SlurmCluster,
@@ -127,9 +147,11 @@ def observe_nodes(
     cache: Cache,
     *,
     escalated: frozenset[str] = frozenset(),
-) -> tuple[tuple[NodeView, ...], tuple[ReservationView, ...], bool, str]:
+) -> SlurmSide:
     """The cluster's nodes as the bridge plans with them; `escalated`: the NVLink
-    domains node health withholds from gangs (its `status.health.domains`)."""
+    domains node health withholds from gangs (its `status.health.domains`). Jobs are
+    read `with_jobs` only (the incremental list costs a deep queue's size whenever a
+    job changed)."""
     namespace = wk.namespace_or_default(cluster.metadata.namespace)
     node_sets = [
         from_object(NodeSet, raw)
@@ -150,13 +172,17 @@ def observe_nodes(
     reservations: tuple[ReservationView, ...] = ()
     held: dict[str, str] = {}
     jobs: dict[str, tuple[RunningJob, ...]] = {}
+    ends: dict[str, float] = {}
+    queue: tuple[PendingJob, ...] = ()
     error = "" if rest is not None else "slurmrestd is disabled or its key is missing"
     if rest is not None:
         try:
             slurm_nodes = {n.name: n for n in rest.current_nodes().nodes}
             all_reservations = rest.list_reservations()
             if with_jobs:
-                jobs = _running_jobs_by_node(rest)
+                listed = rest.list_jobs(states=("RUNNING", "SUSPENDED", "PENDING"))
+                jobs, ends = running_jobs_by_node(listed)
+                queue = slurm_queue(listed)
         except SlurmError as err:
             error = str(err)
         else:
@@ -196,6 +222,8 @@ def observe_nodes(
                 cordoned=entry.cordoned,
                 slurm_reservation=held.get(name, ""),
                 jobs=jobs.get(name, ()),
+                busy_until=ends.get(name, 0.0),
+                planned=bool(s and s.planned),
                 sickness=sickness_of(
                     drain=bool(s and s.drain),
                     reason=s.reason if s else "",
@@ -204,14 +232,38 @@ def observe_nodes(
                 escalated=bool(labels.get(domain)) and labels.get(domain) in escalated,
             )
         )
-    return tuple(views), reservations, rest is not None and not error, error
+    reachable = rest is not None and not error
+    return SlurmSide(tuple(views), reservations, queue, reachable, error)
 
 
-def _running_jobs_by_node(rest: RestClient) -> dict[str, tuple[RunningJob, ...]]:
+def running_jobs_by_node(
+    listed: Iterable[Job],
+) -> tuple[dict[str, tuple[RunningJob, ...]], dict[str, float]]:
+    """Each node's running jobs, and when the last of their time limits ends (0 when
+    one has none: the node is never counted as ending soon)."""
     by_node: dict[str, list[RunningJob]] = {}
+    ends: dict[str, float] = {}
     # SUSPENDED jobs hold their nodes too, and Slurm requeues them the same way.
-    for job in rest.list_jobs(states=("RUNNING", "SUSPENDED")):
+    for job in listed:
+        if job.pending:
+            continue
         running = RunningJob(job.job_id, job.priority, job.requeueable)
+        end = job.end_time.timestamp() if job.end_time and job.time_limit else 0.0
         for node in job.nodes:
             by_node.setdefault(node, []).append(running)
-    return {node: tuple(sorted(js, key=lambda j: j.job_id)) for node, js in by_node.items()}
+            known = ends.get(node, end)
+            ends[node] = 0.0 if 0.0 in (end, known) else max(end, known)
+    jobs = {node: tuple(sorted(js, key=lambda j: j.job_id)) for node, js in by_node.items()}
+    return jobs, ends
+
+
+def slurm_queue(listed: Iterable[Job]) -> tuple[PendingJob, ...]:
+    """Pending jobs that wait only for nodes (Slurm's reasons Priority, Resources,
+    None), in Slurm's order: priority, then job id. Held jobs, dependencies and jobs
+    of a reservation or over a limit cannot use idle nodes soon."""
+    waiting = [
+        PendingJob(job.job_id, max(1, job.node_count), job.priority)
+        for job in listed
+        if job.pending and job.reason in WAITS_FOR_NODES and not job.reservation
+    ]
+    return tuple(sorted(waiting, key=lambda j: (-j.priority, j.job_id)))

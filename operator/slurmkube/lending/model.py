@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmkube.api import well_known as wk
+from slurmkube.lending.sharing import SharingPolicy
 
 
 class CheckState(enum.StrEnum):
@@ -68,6 +69,10 @@ class LendingPolicy:
     flags: tuple[str, ...] = ()
     tolerations: tuple[Mapping[str, Any], ...] = ()
     retry_after_seconds: int = 30
+    # Nodes lent whatever Slurm's queue waits for, as a static split would give them.
+    entitled_nodes: int = 0
+    # Whether Slurm can spare idle nodes, and which go first (`lending.sharing`).
+    sharing: SharingPolicy = field(default_factory=SharingPolicy)
 
     def lends_from(self, node_set: str) -> bool:
         return not self.node_sets or node_set in self.node_sets
@@ -151,12 +156,23 @@ class NodeView:
     has_slurmd_pod: bool = False
     cordoned: bool = False
     slurm_reservation: str = ""  # a Slurm reservation holding the node (anyone's)
-    busy_until: float = 0.0
+    busy_until: float = 0.0  # when its last job's time limit ends (0: unknown or none)
+    planned: bool = False  # Slurm's backfill holds it idle for a pending job (PLANNED)
     jobs: tuple[RunningJob, ...] = ()  # its running Slurm jobs, by job id
     sickness: Sickness | None = None  # node health took it out (`sickness_of`)
     # Its NVLink domain is escalated by node health (status.health.domains): gangs of
     # `LendingWorld.escalation_gang_nodes` nodes or more are kept off it.
     escalated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A pending Slurm job that may start on the lendable nodes, as the sharing
+    policy protects it: Slurm's queue order is priority, then job id."""
+
+    job_id: int
+    nodes: int
+    priority: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +196,9 @@ class LendingWorld:
     # to collect.
     live_elsewhere: frozenset[str] = frozenset()
     escalation_gang_nodes: int = 2
+    # Slurm's pending jobs, queue head first (`PendingJob`); the sharing policy lends
+    # no idle node the first of them can use soon.
+    slurm_queue: tuple[PendingJob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

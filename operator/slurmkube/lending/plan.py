@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurmkube.api import well_known as wk
-from slurmkube.lending.fleet_view import fleet_snapshot, pool
+from slurmkube.lending.fleet_view import block_view, fleet_snapshot, pool
 from slurmkube.lending.model import (
     CheckState,
     CheckUpdate,
@@ -48,6 +48,14 @@ from slurmkube.lending.model import (
 )
 from slurmkube.lending.release import leased_nodes, leases_by_workload, release_of, unheld_releases
 from slurmkube.lending.requeue import judge_busy_nodes
+from slurmkube.lending.sharing import (
+    BlockView,
+    Demand,
+    first_choice,
+    keeps_busy_nodes,
+    lends_by_block,
+    why_kept,
+)
 from slurmkube.lending.sick import describe, is_fatal, sick_among, tell_ready, tell_retry
 from slurmkube.lending.sizing import NodeSizing, size_lend
 from slurmkube.placement import (
@@ -76,6 +84,7 @@ def plan_lending(world: LendingWorld) -> LendingPlan:
     state = _Round(
         world=world,
         nodes={n.name: n for n in world.nodes},
+        planned=frozenset(n.name for n in world.nodes if n.planned),
         leases=leases_by_workload(world.nodes),
         reservations={r.name: r for r in world.reservations},
         policies=policies,
@@ -111,6 +120,7 @@ class _Round:
 
     world: LendingWorld
     nodes: dict[str, NodeView]
+    planned: frozenset[str]  # idle nodes Slurm's backfill holds for its queue
     leases: Mapping[str, tuple[str, ...]]  # workload uid -> its lease-labelled nodes, by name
     reservations: dict[str, ReservationView]
     policies: Mapping[str, LendingPolicy]
@@ -124,6 +134,8 @@ class _Round:
     # Refusals on each check's current snapshot, by gang shape (the request with
     # no name): a deep queue of a few shapes costs a few placements per round.
     refused: dict[tuple[str, GangRequest], Decision] = field(default_factory=dict)
+    # Per snapshot view, its blocks in the sharing policy's counts, by name.
+    views: dict[tuple[str, bool], dict[str, BlockView]] = field(default_factory=dict)
 
     def pool_gpus(self, check: str) -> frozenset[int]:
         """The GPU counts of the nodes `check` lends from."""
@@ -147,17 +159,73 @@ class _Round:
         earlier = self.refused.get(shape)
         if earlier is not None:
             return refused_alike(earlier, gang)
-        decision = place(snapshot, gang)
+        decision = self.share(view, snapshot, gang)
         if decision.placed:
             # Both views of the check lose what was taken this round.
             self.placed.setdefault(check, []).append(decision)
             for either in ((check, False), (check, True)):
                 if either in self.snapshots:
                     self.snapshots[either] = self.snapshots[either].reserve(decision)
+                    self.reserved(either, decision)
             self.refused = {k: d for k, d in self.refused.items() if k[0] != check}
         else:
             self.refused[shape] = decision
         return decision
+
+    def share(self, view: tuple[str, bool], snapshot: Snapshot, gang: GangRequest) -> Decision:
+        """Place `gang` on what the sharing policy lets Slurm lend (`lending.sharing`):
+        in the policy's best blocks for the gang's size when that spans no more blocks
+        than every node it may lend would; when only the nodes Slurm keeps would hold
+        the gang, the refusal says so."""
+        policy = self.policies[view[0]]
+        sharing = policy.sharing
+        blocks = self.block_views(view, snapshot)
+        bar = policy.requeue.below_priority if policy.requeue is not None else None
+        demand = Demand(
+            # Under Requeue, the jobs below its priority give way to Kubernetes.
+            slurm_waiting=tuple(
+                j.nodes for j in self.world.slurm_queue if bar is None or j.priority >= bar
+            ),
+            kubernetes_lent=sum(b.lent for b in blocks),
+            kubernetes_entitled=policy.entitled_nodes,
+        )
+        if keeps_busy_nodes(demand, sharing):
+            gang = replace(gang, allow_busy=False)
+        lends = lends_by_block(blocks, demand, sharing)
+        every = place(snapshot, gang, lends)
+        if every.placed:
+            first = first_choice(blocks, lends, gang.nodes)
+            if first == lends:
+                return every
+            best = place(snapshot, gang, first)
+            return best if best.placed and len(best.blocks) <= len(every.blocks) else every
+        if every.verdict is Verdict.CAN_NEVER_FIT:
+            return every
+        whole = place(snapshot, gang)
+        if not whole.placed:
+            return whole
+        message = f"gang {gang.name!r} waits: {why_kept(blocks, demand, sharing)}"
+        return Decision(gang, Verdict.DOES_NOT_FIT_NOW, (), (), message)
+
+    def block_views(self, view: tuple[str, bool], snapshot: Snapshot) -> list[BlockView]:
+        """The view's blocks in the sharing policy's counts, made once per round and
+        kept current as placements reserve nodes (`reserved`)."""
+        views = self.views.get(view)
+        if views is None:
+            end = self.world.now + self.policies[view[0]].sharing.horizon_s
+            views = self.views[view] = {
+                b.name: block_view(snapshot, b.name, self.planned, end) for b in snapshot.blocks
+            }
+        return list(views.values())
+
+    def reserved(self, view: tuple[str, bool], decision: Decision) -> None:
+        """Count the blocks `decision` took from again in the view's block views."""
+        views = self.views.get(view)
+        if views is None:
+            return
+        end = self.world.now + self.policies[view[0]].sharing.horizon_s
+        for name in decision.blocks:
+            views[name] = block_view(self.snapshots[view], name, self.planned, end)
 
 
 def _lend(w: WorkloadView, policy: LendingPolicy, state: _Round) -> Lend | None:

@@ -20,7 +20,7 @@ One decision, in the Kubernetes scheduler framework's phases
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from slurmkube.placement.blocks import BlockTake, choose_blocks, min_blocks_needed
@@ -39,8 +39,14 @@ _NOT_BUSY = (NodeState.FREE, NodeState.IDLE)
 _ANY_USABLE = (NodeState.FREE, NodeState.IDLE, NodeState.BUSY)
 
 
-def place(snapshot: Snapshot, request: GangRequest) -> Decision:
-    """Decide where `request` goes on `snapshot` (pure; nothing is reserved)."""
+def place(
+    snapshot: Snapshot, request: GangRequest, within: Mapping[str, int] | None = None
+) -> Decision:
+    """Decide where `request` goes on `snapshot` (pure; nothing is reserved).
+
+    `within`, when given, caps the free and idle nodes the gang may take in each
+    block (a block not named gives none): the lender's say over which of its idle
+    nodes it can spare (`lending.sharing`). Busy nodes are not capped."""
     if request.nodes < 1 or request.gpus_per_node < 1:
         return _refuse(
             request,
@@ -58,6 +64,8 @@ def place(snapshot: Snapshot, request: GangRequest) -> Decision:
     below = request.busy_priority_below
     free = snapshot.counts(NodeState.FREE, g, below)
     idle = snapshot.counts(NodeState.IDLE, g, below)
+    if within is not None:
+        free, idle = _capped(snapshot, free, idle, within)
     not_busy = [f + i for f, i in zip(free, idle, strict=True)]
     widest: tuple[NodeState, ...] = _NOT_BUSY
     widest_counts = not_busy
@@ -93,8 +101,19 @@ def place(snapshot: Snapshot, request: GangRequest) -> Decision:
             counts, request.nodes, single_block=single, order=order, affinity=leaves
         )
         if takes is not None:
-            return _decide(snapshot, request, states, takes, target)
+            return _decide(snapshot, request, states, takes, target, within=within)
     raise AssertionError("the widest state set fits, so choose_blocks must succeed")
+
+
+def _capped(
+    snapshot: Snapshot, free: Sequence[int], idle: Sequence[int], within: Mapping[str, int]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Free then idle nodes of each block, at most `within[block]` of both together
+    (the picks take free nodes first, then idle, so they stay within the cap)."""
+    caps = [within.get(b.name, 0) for b in snapshot.blocks]
+    capped_free = tuple(min(f, c) for f, c in zip(free, caps, strict=True))
+    capped_idle = tuple(min(i, c - f) for i, c, f in zip(idle, caps, capped_free, strict=True))
+    return capped_free, capped_idle
 
 
 def _blocks_for(counts: Sequence[int], nodes: int, single: bool) -> int | None:
@@ -154,6 +173,8 @@ def _decide(
     states: tuple[NodeState, ...],
     takes: tuple[BlockTake, ...],
     target: int,
+    *,
+    within: Mapping[str, int] | None = None,
 ) -> Decision:
     g = request.gpus_per_node
     below = request.busy_priority_below
@@ -161,7 +182,8 @@ def _decide(
     parts: list[str] = []
     for take in takes:
         block = snapshot.blocks[take.index]
-        picked = _pick_in_block(block, states, take.nodes, g, below)
+        cap = None if within is None else within.get(block.name, 0)
+        picked = _pick_in_block(block, states, take.nodes, g, below, not_busy_cap=cap)
         chosen.extend(picked)
         whole = "whole" if take.nodes == block.size else f"{take.nodes}/{block.size}"
         parts.append(f"{block.name} {whole}")
@@ -188,12 +210,19 @@ def _pick_in_block(
     wanted: int,
     min_gpus: int,
     busy_priority_below: int | None,
+    *,
+    not_busy_cap: int | None = None,
 ) -> list[Node]:
     picked: list[Node] = []
+    not_busy = 0
     for state in states:
         for node in block.nodes_in(state):
             if node.gpus < min_gpus:
                 continue
+            if state is not NodeState.BUSY:
+                if not_busy_cap is not None and not_busy >= not_busy_cap:
+                    continue
+                not_busy += 1
             if (
                 state is NodeState.BUSY
                 and busy_priority_below is not None

@@ -76,6 +76,11 @@ class Node:
         return not ({"DOWN", "NOT_RESPONDING", "POWERED_DOWN"} & self.state)
 
     @property
+    def planned(self) -> bool:
+        """Slurm's backfill holds it idle for a pending job (the PLANNED flag)."""
+        return "PLANNED" in self.state
+
+    @property
     def drained_by_us(self) -> bool:
         return self.drain and is_ours(self.reason)
 

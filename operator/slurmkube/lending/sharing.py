@@ -3,7 +3,7 @@
 The bridge lends a node when a Kueue workload fits no Kubernetes node; this
 module decides *whether* Slurm can spare one and *which*, from plain counts
 per NVLink block, so that the fleet simulator and the operator's bridge can
-share it (the simulator uses it; the bridge does not yet). The rules:
+share it (`slurmkube_sim.lending`, and the bridge's `lending.plan`). The rules:
 
 - **Lend only what Slurm's queue cannot use soon.** The nodes that are idle,
   held for Slurm's plan, or whose job's time limit ends within the horizon
@@ -34,7 +34,7 @@ Sizes are in nodes; a node is lent whole.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -91,7 +91,7 @@ class Demand:
 
 
 @dataclass(frozen=True, slots=True)
-class LendingPolicy:
+class SharingPolicy:
     """The policy's knobs. `horizon_s` is how far ahead "soon" looks (the caller counts
     `ending_soon` with it); `queue_depth` how many pending Slurm jobs are protected."""
 
@@ -110,18 +110,38 @@ class LendingPolicy:
             )
 
 
-def slurm_spare(blocks: Sequence[BlockView], demand: Demand, policy: LendingPolicy) -> int:
+def slurm_spare(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> int:
     """Idle nodes Slurm's first `queue_depth` pending jobs cannot use within the horizon."""
     soon = sum(b.idle + b.held + b.ending_soon for b in blocks)
     wanted = sum(demand.slurm_waiting[: policy.queue_depth]) + demand.slurm_expected
     return max(0, min(sum(b.idle for b in blocks), soon - wanted))
 
 
-def lendable(blocks: Sequence[BlockView], demand: Demand, policy: LendingPolicy) -> int:
+def lendable(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> int:
     """How many nodes may be lent now: Slurm's spare, or up to Kubernetes' entitlement."""
     owed = max(0, demand.kubernetes_entitled - demand.kubernetes_lent)
     idle = sum(b.idle for b in blocks)
     return min(idle, max(owed, slurm_spare(blocks, demand, policy)))
+
+
+def keeps_busy_nodes(demand: Demand, policy: SharingPolicy) -> bool:
+    """Whether busy nodes stay Slurm's too (none reserved to wait for their jobs): its
+    protected queue waits for nodes, which it gets as those jobs end, and Kubernetes
+    holds its entitlement."""
+    wanted = sum(demand.slurm_waiting[: policy.queue_depth]) + demand.slurm_expected
+    return demand.kubernetes_lent >= demand.kubernetes_entitled and wanted > 0
+
+
+def why_kept(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> str:
+    """Why Slurm keeps its idle nodes, for a workload told to retry."""
+    head = demand.slurm_waiting[: policy.queue_depth]
+    soon = sum(b.idle + b.held + b.ending_soon for b in blocks)
+    return (
+        f"Slurm's queue counts on its idle nodes: its first {len(head)} pending jobs want "
+        f"{sum(head)} nodes, {soon} are idle, held for it or end within "
+        f"{policy.horizon_s:.0f}s; {lendable(blocks, demand, policy)} may be lent now "
+        f"(Kubernetes holds {demand.kubernetes_lent}, entitled to {demand.kubernetes_entitled})"
+    )
 
 
 def lend_rank(block: BlockView) -> tuple[int, int, str]:
@@ -139,7 +159,7 @@ def lend_rank(block: BlockView) -> tuple[int, int, str]:
 
 
 def choose_lends(
-    blocks: Sequence[BlockView], wanted: int, demand: Demand, policy: LendingPolicy
+    blocks: Sequence[BlockView], wanted: int, demand: Demand, policy: SharingPolicy
 ) -> tuple[tuple[str, int], ...]:
     """Up to `wanted` idle nodes to lend as (block name, nodes), best block first; empty
     when Slurm needs them soon. Any idle node of a chosen block will do."""
@@ -154,7 +174,41 @@ def choose_lends(
     return tuple(takes)
 
 
-def reclaim(blocks: Sequence[BlockView], demand: Demand, policy: LendingPolicy) -> tuple[str, ...]:
+def lends_by_block(
+    blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy
+) -> dict[str, int]:
+    """Block -> idle nodes it may lend now: `lendable` nodes, taken as `choose_lends`
+    would (every idle node when Slurm can spare them all)."""
+    room = lendable(blocks, demand, policy)
+    if room >= sum(b.idle for b in blocks):
+        return {b.name: b.idle for b in blocks if b.idle}
+    return dict(choose_lends(blocks, room, demand, policy))
+
+
+def first_choice(
+    blocks: Sequence[BlockView], lends: Mapping[str, int], nodes: int
+) -> dict[str, int]:
+    """Of `lends`, the blocks of the best kinds (`lend_rank`) that together hold
+    `nodes`: where a gang of `nodes` goes first. Every block of the last kind needed
+    stays in, so a placer still picks the best-fitting block among equals."""
+    kinds = [lend_rank(b)[0] for b in blocks]
+    have = [0, 0, 0, 0]
+    for block, kind in zip(blocks, kinds, strict=True):
+        have[kind] += lends.get(block.name, 0)
+    last, total = len(have) - 1, 0
+    for kind, count in enumerate(have):
+        total += count
+        if total >= nodes:
+            last = kind
+            break
+    return {
+        b.name: lends[b.name]
+        for b, kind in zip(blocks, kinds, strict=True)
+        if kind <= last and lends.get(b.name, 0) > 0
+    }
+
+
+def reclaim(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> tuple[str, ...]:
     """Blocks whose lent nodes should take no new pods and return when empty.
 
     Only while Slurm's protected queue wants more than it can count on soon,
@@ -206,7 +260,7 @@ def expected(rate: ArrivalRate, now: float, window_s: float, half_life_s: float)
 def headroom_lends(
     blocks: Sequence[BlockView],
     demand: Demand,
-    policy: LendingPolicy,
+    policy: SharingPolicy,
     *,
     free_gpus: int,
     expected_gpus: int,

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmkube.plan.lending_policy import (
+from slurmkube.lending.sharing import (
     ArrivalRate,
     BlockView,
     Demand,
-    LendingPolicy,
+    SharingPolicy,
     choose_lends,
     expected,
     headroom_lends,
@@ -20,7 +20,7 @@ from slurmkube.plan.lending_policy import (
     slurm_spare,
 )
 
-POLICY = LendingPolicy(horizon_s=1800.0, queue_depth=2)
+POLICY = SharingPolicy(horizon_s=1800.0, queue_depth=2)
 
 
 def block(
@@ -82,7 +82,7 @@ def test_block_view_refuses_counts_beyond_its_size() -> None:
     with pytest.raises(ValueError, match="negative"):
         block("a", idle=-1)
     with pytest.raises(ValueError, match="horizon_s"):
-        LendingPolicy(horizon_s=-1.0)
+        SharingPolicy(horizon_s=-1.0)
 
 
 @st.composite
