@@ -74,6 +74,9 @@ def test_kubernetes_gets_its_entitlement_whatever_slurm_waits_for() -> None:
 def test_a_node_held_for_slurms_plan_is_never_lent() -> None:
     w = world(with_planned("PPII"), WorkloadBuilder().pods(3).obj())
     assert only_check(plan_lending(w))[0] is CheckState.RETRY
+    # Held for the queue head: the refusal names Slurm's queue.
+    state, message = only_check(plan_lending(queued(w, 2)))
+    assert state is CheckState.RETRY and "Slurm's queue counts on its idle nodes" in message
     assert lent_nodes(world(with_planned("PPII"), WorkloadBuilder().obj())) == ("b0-n2", "b0-n3")
 
 

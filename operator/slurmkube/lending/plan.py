@@ -54,6 +54,7 @@ from slurmkube.lending.sharing import (
     first_choice,
     keeps_busy_nodes,
     lends_by_block,
+    queue_wants,
     why_kept,
 )
 from slurmkube.lending.sick import describe, is_fatal, sick_among, tell_ready, tell_retry
@@ -201,9 +202,11 @@ class _Round:
             return best if best.placed and len(best.blocks) <= len(every.blocks) else every
         if every.verdict is Verdict.CAN_NEVER_FIT:
             return every
-        whole = place(snapshot, gang)
-        if not whole.placed:
-            return whole
+        # Idle nodes Slurm's backfill holds for the queue are not in the snapshot's
+        # idle ones: the queue keeps them too.
+        held = queue_wants(demand, sharing) > 0 and any(b.held for b in blocks)
+        if not held and not place(snapshot, gang).placed:
+            return every
         message = f"gang {gang.name!r} waits: {why_kept(blocks, demand, sharing)}"
         return Decision(gang, Verdict.DOES_NOT_FIT_NOW, (), (), message)
 

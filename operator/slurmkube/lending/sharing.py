@@ -113,8 +113,7 @@ class SharingPolicy:
 def slurm_spare(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> int:
     """Idle nodes Slurm's first `queue_depth` pending jobs cannot use within the horizon."""
     soon = sum(b.idle + b.held + b.ending_soon for b in blocks)
-    wanted = sum(demand.slurm_waiting[: policy.queue_depth]) + demand.slurm_expected
-    return max(0, min(sum(b.idle for b in blocks), soon - wanted))
+    return max(0, min(sum(b.idle for b in blocks), soon - queue_wants(demand, policy)))
 
 
 def lendable(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> int:
@@ -124,12 +123,17 @@ def lendable(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy)
     return min(idle, max(owed, slurm_spare(blocks, demand, policy)))
 
 
+def queue_wants(demand: Demand, policy: SharingPolicy) -> int:
+    """Nodes Slurm's protected queue waits for (its first jobs, and expected arrivals)."""
+    return sum(demand.slurm_waiting[: policy.queue_depth]) + demand.slurm_expected
+
+
 def keeps_busy_nodes(demand: Demand, policy: SharingPolicy) -> bool:
     """Whether busy nodes stay Slurm's too (none reserved to wait for their jobs): its
     protected queue waits for nodes, which it gets as those jobs end, and Kubernetes
     holds its entitlement."""
-    wanted = sum(demand.slurm_waiting[: policy.queue_depth]) + demand.slurm_expected
-    return demand.kubernetes_lent >= demand.kubernetes_entitled and wanted > 0
+    entitled = demand.kubernetes_lent >= demand.kubernetes_entitled
+    return entitled and queue_wants(demand, policy) > 0
 
 
 def why_kept(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> str:
