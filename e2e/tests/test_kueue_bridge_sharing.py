@@ -8,6 +8,7 @@ Real slurmctld and slurmd pods on local-0..3 (one NVLink block), real Kueue.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -26,7 +27,7 @@ from slurmkube_e2e.lending import (
 )
 from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, wait_job
-from slurmkube_e2e.waiting import has_condition, stays, wait_for
+from slurmkube_e2e.waiting import has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -41,12 +42,13 @@ def bridge(kube: Kube, operator: OperatorProcess) -> Iterator[Bridge]:
 
 
 def sbatch(namespace: str, nodes: list[str], seconds: int) -> str:
-    """A job on exactly `nodes` with a 1-minute time limit (so it ends within the
-    policy's horizon)."""
+    """A job on exactly `nodes`, whole (GPU jobs take whole nodes), with a 1-minute
+    time limit (so it ends within the policy's horizon)."""
     return in_ctld(
         namespace,
         "sbatch",
         "--parsable",
+        "--exclusive",
         f"-N{len(nodes)}",
         "-w",
         ",".join(nodes),
@@ -86,16 +88,11 @@ def test_slurms_queue_head_keeps_the_idle_nodes_it_will_start_on(
     assert "want 4 nodes" in message, message
     # Nothing of the block is reserved for Kubernetes while the head waits, and the
     # head starts on all four nodes as soon as the busy job ends.
-    stays(
-        lambda: (
-            job_state(ns, head)[0] == "PENDING"
-            and not any(name.startswith("slurmkube-") for name in reservations(ns))
-        ),
-        seconds=10,
-        what="Slurm's queue head pending with no lending reservation",
-        describe_state=lambda: f"head {job_state(ns, head)}, reservations {reservations(ns)}",
-    )
-    wait_job(ns, head, {"RUNNING", "COMPLETING", "COMPLETED"}, timeout=90)
+    while (state := job_state(ns, head))[0] == "PENDING":
+        lending = [name for name in reservations(ns) if name.startswith("slurmkube-")]
+        assert not lending, f"reserved for Kubernetes while Slurm's head waits: {lending}"
+        time.sleep(1)
+    assert state[1] == f"local-[0-{len(LENDERS) - 1}]", state
     assert job_state(ns, busy)[0] == "COMPLETED"
     # Then the workload gets a node and runs.
     wait_workload(kube, ns, "kept-out", lambda w: has_condition(w, "Admitted"), timeout=150)
