@@ -3,7 +3,8 @@ Slurm's queue head keeps the idle nodes it will start on, so a Kueue workload is
 to retry (naming Slurm's queue) and gets nodes only once the head has started; with
 `entitledNodes`, Kubernetes gets its share whatever Slurm's queue waits for.
 
-Real slurmctld and slurmd pods on local-0..3 (one NVLink block), real Kueue.
+Real slurmctld and slurmd pods on local-0..3 (one NVLink block), real Kueue. In
+`make e2e-extended` (about 110 s; CI's warm budget has no room for it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, wait_job
 from slurmkube_e2e.waiting import has_condition, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 
 LENDERS = [f"local-{i}" for i in range(4)]  # one NVLink block of the local runtime
 KEPT = "Slurm's queue counts on its idle nodes"
