@@ -196,7 +196,7 @@ class _Round:
         every = place(snapshot, gang, lends)
         if every.placed:
             first = first_choice(blocks, lends, gang.nodes)
-            if first == lends:
+            if first is None:
                 return every
             best = place(snapshot, gang, first)
             return best if best.placed and len(best.blocks) <= len(every.blocks) else every

@@ -148,18 +148,17 @@ def why_kept(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy)
     )
 
 
+def lend_kind(block: BlockView) -> int:
+    """Where a lend goes first (smaller first): 0 Kubernetes' own blocks, 1 whole idle
+    blocks, 2 blocks Kubernetes shares with Slurm jobs, 3 Slurm's busy blocks."""
+    if block.busy == 0:
+        return 0 if block.lent else 1
+    return 2 if block.lent else 3
+
+
 def lend_rank(block: BlockView) -> tuple[int, int, str]:
-    """Where a lend goes first (smaller first): Kubernetes' own blocks (fullest first),
-    whole idle blocks, blocks Kubernetes shares with Slurm jobs, then Slurm's busy blocks."""
-    if block.slurm_free and block.lent:
-        kind = 0
-    elif block.slurm_free:
-        kind = 1
-    elif block.lent:
-        kind = 2
-    else:
-        kind = 3
-    return (kind, -block.lent, block.name)
+    """`lend_kind`, then Kubernetes' fullest blocks first, then by name."""
+    return (lend_kind(block), -block.lent, block.name)
 
 
 def choose_lends(
@@ -180,36 +179,32 @@ def choose_lends(
 
 def lends_by_block(
     blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy
-) -> dict[str, int]:
+) -> dict[str, int] | None:
     """Block -> idle nodes it may lend now: `lendable` nodes, taken as `choose_lends`
-    would (every idle node when Slurm can spare them all)."""
+    would; None when Slurm can spare every idle node."""
     room = lendable(blocks, demand, policy)
     if room >= sum(b.idle for b in blocks):
-        return {b.name: b.idle for b in blocks if b.idle}
+        return None
     return dict(choose_lends(blocks, room, demand, policy))
 
 
 def first_choice(
-    blocks: Sequence[BlockView], lends: Mapping[str, int], nodes: int
-) -> dict[str, int]:
-    """Of `lends`, the blocks of the best kinds (`lend_rank`) that together hold
-    `nodes`: where a gang of `nodes` goes first. Every block of the last kind needed
-    stays in, so a placer still picks the best-fitting block among equals."""
-    kinds = [lend_rank(b)[0] for b in blocks]
+    blocks: Sequence[BlockView], lends: Mapping[str, int] | None, nodes: int
+) -> dict[str, int] | None:
+    """Of `lends` (None: every idle node), the blocks of the best kinds (`lend_kind`)
+    that together hold `nodes`: where a gang of `nodes` goes first; None when that is
+    every block of `lends`. Every block of the last kind needed stays in, so a placer
+    still picks the best-fitting block among equals."""
+    offers = [(b, lend_kind(b), b.idle if lends is None else lends.get(b.name, 0)) for b in blocks]
     have = [0, 0, 0, 0]
-    for block, kind in zip(blocks, kinds, strict=True):
-        have[kind] += lends.get(block.name, 0)
-    last, total = len(have) - 1, 0
-    for kind, count in enumerate(have):
-        total += count
-        if total >= nodes:
-            last = kind
-            break
-    return {
-        b.name: lends[b.name]
-        for b, kind in zip(blocks, kinds, strict=True)
-        if kind <= last and lends.get(b.name, 0) > 0
-    }
+    for _, kind, count in offers:
+        have[kind] += count
+    last = next(
+        (kind for kind in range(len(have)) if sum(have[: kind + 1]) >= nodes), len(have) - 1
+    )
+    if all(count == 0 for count in have[last + 1 :]):
+        return None
+    return {b.name: count for b, kind, count in offers if kind <= last and count > 0}
 
 
 def reclaim(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> tuple[str, ...]:
