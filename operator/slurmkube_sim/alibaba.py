@@ -29,9 +29,16 @@ from pathlib import Path
 from slurmkube.goodput import Side
 from slurmkube_sim.workload import SimJob, diurnal_times
 
-DEFAULT_TRACE_DIR = (
-    Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "alibaba-gpu-v2023"
-)
+
+def _beside_the_checkout() -> Path:
+    """`shared/traces/alibaba-gpu-v2023` next to the checkout, or next to a folder
+    holding it (a git worktree a level deeper); the first place when none exists."""
+    checkout = Path(__file__).resolve().parents[2]
+    places = [a / "shared" / "traces" / "alibaba-gpu-v2023" for a in checkout.parents]
+    return next((p for p in places if p.is_dir()), places[0])
+
+
+DEFAULT_TRACE_DIR = _beside_the_checkout()
 POD_FILE = "openb_pod_list_default.csv"
 TEAM_OF_QOS = {"LS": "serving", "BE": "batch", "Burstable": "platform", "Guaranteed": "platform"}
 REQUIRED_COLUMNS = ("name", "num_gpu", "qos", "creation_time", "deletion_time", "scheduled_time")
