@@ -31,6 +31,7 @@ from slurmkube.controllers.certificates import (
     issue_server_certificate,
 )
 from slurmkube.plan.cluster import plan_cluster
+from slurmkube.plan.conditions import unreachable_reason
 from slurmkube.plan.model import Observed
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import bundle, nvl_fleet
@@ -236,3 +237,16 @@ def test_a_certificate_issued_while_applying_annotates_only_slurmrestds_pods() -
     template = annotated[index]["spec"]["template"]["metadata"]
     assert template["annotations"] == {"slurmkube.io/restapi-tls": tls_revision(b"cert")}
     assert "annotations" not in plan.objects[index]["spec"]["template"]["metadata"]
+
+
+def test_a_named_secret_without_a_certificate_is_named_when_slurmrestd_does_not_answer() -> None:
+    own = cluster({"secretName": "restapi-cert"})
+    message = unreachable_reason(own, has_certificate=False, error="ConnectError")
+    namespace = own.metadata.namespace or "default"
+    assert message == (
+        f"Secret {namespace}/restapi-cert (spec.restApi.tls.secretName) has no tls.crt, "
+        "so slurmrestd's pod cannot start; ConnectError"
+    )
+    # With its certificate, or the operator's own, the read's error alone.
+    assert unreachable_reason(own, has_certificate=True, error="ConnectError") == "ConnectError"
+    assert unreachable_reason(cluster(), has_certificate=False, error="timed out") == "timed out"

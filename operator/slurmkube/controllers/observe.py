@@ -26,6 +26,7 @@ from slurmkube.controllers.upgrade_observe import (
 )
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan import autoscale
+from slurmkube.plan.conditions import unreachable_reason
 from slurmkube.plan.model import Observed, PodView, SlurmNodeView
 from slurmkube.plan.policy.slurm import slurm_config_keys
 from slurmkube.plan.status import POD_CONDITION
@@ -275,6 +276,8 @@ def observe_rest(
             ns.spec.update_strategy.window for ns in bundle.node_sets
         ):
             reservations = maintenance_reservations(slurm)
+    if error:
+        error = unreachable_reason(cluster, snap.observed.restapi_tls is not None, error)
     return replace(
         snap,
         observed=replace(

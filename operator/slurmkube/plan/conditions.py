@@ -6,6 +6,9 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from slurmkube.api import well_known as wk
+from slurmkube.api.models import SlurmCluster
+from slurmkube.build.slurmrestd import TLS_CERT
 from slurmkube.plan.model import Condition, Plan, SlurmNodeView
 
 # What Ready needs besides enough nodes: the control plane answering with the
@@ -132,3 +135,17 @@ def reconcile_failed(
 
 def condition(conditions: Sequence[Condition], kind: str) -> Condition:
     return next(c for c in conditions if c.type == kind)
+
+
+def unreachable_reason(cluster: SlurmCluster, has_certificate: bool, error: str) -> str:
+    """SlurmReachable's message when slurmrestd did not answer: the read's error, after
+    the cause a user can fix when `spec.restApi.tls.secretName` names a Secret without a
+    certificate (its tls container mounts it, so slurmrestd's pod never starts)."""
+    tls = cluster.spec.rest_api.tls
+    if not tls.enabled or not tls.secret_name or has_certificate:
+        return error
+    namespace = wk.namespace_or_default(cluster.metadata.namespace)
+    return (
+        f"Secret {namespace}/{tls.secret_name} (spec.restApi.tls.secretName) has no "
+        f"{TLS_CERT}, so slurmrestd's pod cannot start; {error}"
+    )
