@@ -116,7 +116,8 @@ def test_busy_nodes_are_not_reserved_while_slurms_queue_counts_on_nodes() -> Non
         replace(n, busy_until=NOW + 600) if n.slurm.name == "BUSY" else n for n in fleet("BBBB")
     )
     w = queued(world(nodes, WorkloadBuilder().obj()), 2)
-    assert only_check(plan_lending(w))[0] is CheckState.RETRY
+    state, message = only_check(plan_lending(w))
+    assert state is CheckState.RETRY and "Slurm's queue counts on its idle nodes" in message
     # With no queue, the busy nodes are reserved and waited for, as before.
     (lend,) = plan_lending(world(nodes, WorkloadBuilder().obj())).lends
     assert lend.create is not None and lend.waiting

@@ -190,15 +190,15 @@ class _Round:
             kubernetes_lent=sum(b.lent for b in blocks),
             kubernetes_entitled=policy.entitled_nodes,
         )
-        if keeps_busy_nodes(demand, sharing):
-            gang = replace(gang, allow_busy=False)
+        # While the queue waits, the nodes of ending jobs are its too.
+        allowed = replace(gang, allow_busy=False) if keeps_busy_nodes(demand, sharing) else gang
         lends = lends_by_block(blocks, demand, sharing)
-        every = place(snapshot, gang, lends)
+        every = place(snapshot, allowed, lends)
         if every.placed:
             first = first_choice(blocks, lends, gang.nodes)
             if first is None:
                 return every
-            best = place(snapshot, gang, first)
+            best = place(snapshot, allowed, first)
             return best if best.placed and len(best.blocks) <= len(every.blocks) else every
         if every.verdict is Verdict.CAN_NEVER_FIT:
             return every
