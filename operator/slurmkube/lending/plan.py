@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import islice
 
 from slurmkube.api import well_known as wk
 from slurmkube.lending.fleet_view import block_view, fleet_snapshot, pool
@@ -184,8 +185,12 @@ class _Round:
         bar = policy.requeue.below_priority if policy.requeue is not None else None
         demand = Demand(
             # Under Requeue, the jobs below its priority give way to Kubernetes.
+            # Only the protected head counts: a deep queue costs no more per placement.
             slurm_waiting=tuple(
-                j.nodes for j in self.world.slurm_queue if bar is None or j.priority >= bar
+                islice(
+                    (j.nodes for j in self.world.slurm_queue if bar is None or j.priority >= bar),
+                    sharing.queue_depth,
+                )
             ),
             kubernetes_lent=sum(b.lent for b in blocks),
             kubernetes_entitled=policy.entitled_nodes,

@@ -110,9 +110,14 @@ class SharingPolicy:
             )
 
 
+def slurm_soon(blocks: Sequence[BlockView]) -> int:
+    """Nodes Slurm can count on soon: idle, held for its plan, or ending within the horizon."""
+    return sum(b.idle + b.held + b.ending_soon for b in blocks)
+
+
 def slurm_spare(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> int:
     """Idle nodes Slurm's first `queue_depth` pending jobs cannot use within the horizon."""
-    soon = sum(b.idle + b.held + b.ending_soon for b in blocks)
+    soon = slurm_soon(blocks)
     return max(0, min(sum(b.idle for b in blocks), soon - queue_wants(demand, policy)))
 
 
@@ -139,7 +144,7 @@ def keeps_busy_nodes(demand: Demand, policy: SharingPolicy) -> bool:
 def why_kept(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) -> str:
     """Why Slurm keeps its idle nodes, for a workload told to retry."""
     head = demand.slurm_waiting[: policy.queue_depth]
-    soon = sum(b.idle + b.held + b.ending_soon for b in blocks)
+    soon = slurm_soon(blocks)
     return (
         f"Slurm's queue counts on its idle nodes: its first {len(head)} pending jobs want "
         f"{sum(head)} nodes, {soon} are idle, held for it or end within "
@@ -151,7 +156,7 @@ def why_kept(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy)
 def lend_kind(block: BlockView) -> int:
     """Where a lend goes first (smaller first): 0 Kubernetes' own blocks, 1 whole idle
     blocks, 2 blocks Kubernetes shares with Slurm jobs, 3 Slurm's busy blocks."""
-    if block.busy == 0:
+    if block.slurm_free:
         return 0 if block.lent else 1
     return 2 if block.lent else 3
 
@@ -215,7 +220,7 @@ def reclaim(blocks: Sequence[BlockView], demand: Demand, policy: SharingPolicy) 
     fewest nodes of go first, so the fewest pods give Slurm the most whole
     blocks back.
     """
-    soon = sum(b.idle + b.held + b.ending_soon for b in blocks)
+    soon = slurm_soon(blocks)
     short = sum(demand.slurm_waiting[: policy.queue_depth]) - soon
     room = demand.kubernetes_lent - demand.kubernetes_entitled
     names: list[str] = []
