@@ -11,8 +11,9 @@ from typing import Any
 
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.mariadb import DATABASE, MariaDB
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import docs, ready_cluster
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.waiting import wait_for
 
 
 def db_login_secret(namespace: str, database: MariaDB) -> dict[str, Any]:
@@ -66,8 +67,7 @@ def accounted_cluster(
         ready_cluster(kube, namespace, timeout=240)
         yield namespace
     finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
 
 
 def sacct_state(in_ctld: Callable[..., str], job: str, timeout: float = 120) -> str:

@@ -18,8 +18,9 @@ from typing import Any
 
 from slurmkube_e2e.builders import QUEUE_LABEL
 from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, in_ctld
-from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list, wait_gone
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 LEASE = "slurmkube.io/lease"
@@ -93,8 +94,7 @@ def lending_cluster(
         before_cleanup()
         for api, kind, name in cluster_scoped(namespace):
             kube.delete(api, kind, name)
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
         for node in kube.list("v1", "Node", label_selector=LEASE):
             kube.patch(
                 "v1", "Node", node["metadata"]["name"], {"metadata": {"labels": {LEASE: None}}}

@@ -21,6 +21,7 @@ from slurmkube.slurm.topology_text import TopologyRecord, parse_topology, parse_
 from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import wait_nodes_ready
 from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import (
     API,
     LOCAL,
@@ -30,7 +31,7 @@ from slurmkube_e2e.operator_cluster import (
     ready_cluster,
     slurm_image,
 )
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.waiting import wait_for
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -165,8 +166,7 @@ def fleet_cluster(
         ready_cluster(kube, namespace)
         yield
     finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
         for sim in fleet.layout(spec):
             kube.delete("v1", "Node", sim.name)
         # As found: a key the local runtime set (nvidia.com/gpu.clique) is set

@@ -21,6 +21,7 @@ import pytest
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import (
     API,
     TOLERATE,
@@ -128,8 +129,7 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
         yield namespace
     finally:
         cordon(kube, LENT, False)
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
 
 
 def test_cluster_starts_at_zero_with_every_node_powered_down(kube: Kube, slurm: str) -> None:

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from slurmkube.api import well_known as wk
 from slurmkube_e2e.busy_guard import busy_guard
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import (
     docs,
     in_ctld,
@@ -25,7 +26,7 @@ from slurmkube_e2e.operator_cluster import (
     slurm_node,
     wait_job,
 )
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 NODE = slurm_node(0)
@@ -38,8 +39,7 @@ def guarded(kube: Kube, operator: None, namespace: str) -> Iterator[str]:
         with busy_guard(kube, namespace):
             yield namespace
     finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
 
 
 def _delete(kube: Kube, namespace: str, *, dry_run: bool) -> str:

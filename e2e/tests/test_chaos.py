@@ -61,7 +61,7 @@ def test_a_busy_node_refuses_eviction_and_is_held_when_relabelled(
     ready_cluster(kube, namespace, timeout=240)
     rng = random.Random(seed())
     jobs = JobBook(
-        namespace, rng, max_nodes=2, accounted=False, seconds=(60, 75), pending=1, outstanding=3
+        namespace, rng, max_nodes=2, accounted=False, seconds=(50, 62), pending=1, outstanding=3
     )
     ctx = Chaos(kube, namespace, rng, jobs, NODES, [operator], api_server=None)
     out = report_path(ROOT, "chaos-subset-report.json")

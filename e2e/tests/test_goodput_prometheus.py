@@ -25,10 +25,10 @@ import yaml
 
 from slurmkube_e2e.demo_goodput import http_get
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env
 from slurmkube_e2e.operator_cluster import deployed_only, docs, in_ctld, ready_cluster, wait_job
 from slurmkube_e2e.operator_identity import operator_kubeconfig
-from slurmkube_e2e.waiting import wait_gone
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,8 +194,7 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
                 wait_until(panel["title"], answers, timeout=60)
         in_ctld(namespace, "scancel", running.strip(), waiting.strip())
     finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
 
 
 # --- live vs offline ------------------------------------------------------------------
@@ -302,5 +301,4 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
             assert count == len(waits), bucket
             assert total == pytest.approx(sum(waits), rel=0.02, abs=len(waits)), bucket
     finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)

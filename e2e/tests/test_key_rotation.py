@@ -13,6 +13,7 @@ import pytest
 
 from slurmkube.build.names import SLURM_GID
 from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator import OperatorProcess
 from slurmkube_e2e.operator_cluster import (
     API,
@@ -25,7 +26,7 @@ from slurmkube_e2e.operator_cluster import (
     ready_cluster,
     wait_job,
 )
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 ROTATE = "slurmkube.io/rotate-keys"
@@ -177,5 +178,4 @@ def test_a_key_rotation_keeps_a_running_job_and_retires_the_old_key(
         keys = json.loads(base64.b64decode(secret["data"]["slurm.jwks"]))["keys"]
         assert len(keys) == 1 and keys[0]["use"] == "default"
     finally:
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)

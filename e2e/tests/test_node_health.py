@@ -28,8 +28,9 @@ from slurmkube_e2e.health import (
     wait_slurm_node,
 )
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, job_state, ready_cluster, wait_job
-from slurmkube_e2e.waiting import wait_for, wait_gone
+from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 FATAL = "E2eGpuXidError"
@@ -54,8 +55,7 @@ def cluster(kube: Kube, operator: None) -> Iterator[str]:
         for node in nodes:
             set_condition(kube, node, FATAL, "False")
             set_condition(kube, node, DRAIN, "False")
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
         for node in nodes:
             untaint(kube, node)
 

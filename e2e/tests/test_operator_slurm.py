@@ -21,6 +21,7 @@ import pytest
 
 from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import (
     API,
     docs,
@@ -53,8 +54,7 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
         yield namespace
     finally:
         # Also when setup failed: a leftover cluster would hold the local nodes' GPUs.
-        kube.delete("v1", "Namespace", namespace)
-        wait_gone(kube, "v1", "Namespace", namespace, timeout=180)
+        delete_namespace(kube, namespace)
 
 
 def node_order(namespace: str) -> list[str]:
