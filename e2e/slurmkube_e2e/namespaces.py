@@ -3,8 +3,7 @@
 The namespace controller first looks at a deleted namespace after 5 s, and when
 pods are still terminating it looks again only after half their grace period
 (16 s for the default 30 s; items with finalizers: 8 s). Waiting for the
-namespace object to go therefore costs about 16 s per test module. The
-operator's objects are deleted first, so their pods go at once, not 5 s later. What the next
+namespace object to go therefore costs about 16 s per test module. What the next
 module meets is the nodes and their Slurm state: the slurmd pods, and the
 SlurmClusters and NodeSets, whose finalizers give nodes back (drains, labels).
 Once those are gone, the rest (Secrets, ConfigMaps, the namespace itself) goes
@@ -22,9 +21,6 @@ HOLDERS = ((API, "SlurmCluster"), (API, "NodeSet"), ("v1", "Pod"))
 
 def delete_namespace(kube: Kube, namespace: str, timeout: float = 180) -> None:
     """Delete the namespace; return once its operator objects and pods are gone."""
-    for api_version, kind in HOLDERS[:2]:
-        for obj in kube.list(api_version, kind, namespace=namespace):
-            kube.delete(api_version, kind, obj["metadata"]["name"], namespace=namespace)
     kube.delete("v1", "Namespace", namespace)
     for api_version, kind in HOLDERS:
         wait_for_list(
