@@ -3,7 +3,10 @@
 The namespace controller first looks at a deleted namespace after 5 s, and when
 pods are still terminating it looks again only after half their grace period
 (16 s for the default 30 s; items with finalizers: 8 s). Waiting for the
-namespace object to go therefore costs about 16 s per test module. What the next
+namespace object to go therefore costs about 16 s per test module; this returns
+after about 10 s. (Deleting the SlurmClusters first spared their pods the 5 s,
+but slurmdbd then sat out its 30 s grace after SIGTERM on every cluster with
+accounting; deleted with the namespace it stopped at once.) What the next
 module meets is the nodes and their Slurm state: the slurmd pods, and the
 SlurmClusters and NodeSets, whose finalizers give nodes back (drains, labels).
 Once those are gone, the rest (Secrets, ConfigMaps, the namespace itself) goes
