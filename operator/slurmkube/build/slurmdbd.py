@@ -109,6 +109,13 @@ def slurmdbd_deployment(
 
 
 def slurmdbd_service(cluster: SlurmCluster) -> Manifest:
-    return cluster_service(
+    """Headless. slurmdbd records the address slurmctld's connection comes from as
+    the cluster's ControlHost and pushes association and QOS changes there. Through
+    a ClusterIP, a proxy that masquerades Service traffic makes that the node's
+    address, and no change (a GrpTRES the policy lowers) ever reaches slurmctld.
+    Straight to the pod, it is slurmctld's own."""
+    service = cluster_service(
         cluster, names_of(cluster).slurmdbd, "slurmdbd", ("slurmdbd", wk.SLURMDBD_PORT)
     )
+    service["spec"] = {**service["spec"], "clusterIP": "None", "publishNotReadyAddresses": True}
+    return service

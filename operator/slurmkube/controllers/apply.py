@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.exceptions import ResourceNotFoundError, UnprocessibleEntityError
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
@@ -123,7 +123,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
             kube.event(cluster_obj, "InvalidSpec", message, warning=True)
         return conditions
     for obj in plan.objects:
-        kube.apply(obj, owner=cluster_obj)
+        apply_object(kube, obj, cluster_obj)
     for api_version, kind, name in plan.prune:
         kube.delete(api_version, kind, name, namespace)
     created: dict[str, list[str]] = {}
@@ -379,3 +379,17 @@ def patch_busy_labels(kube: Kube, namespace: str, labels: Mapping[str, bool]) ->
     """Each named slurmd pod's slurmkube.io/busy label, as Slurm shows its node."""
     for pod_name, busy in sorted(labels.items()):
         kube.merge_patch_pod(namespace, pod_name, busy_label_patch(busy))
+
+
+def apply_object(kube: Kube, obj: Manifest, owner: Manifest) -> None:
+    """Server-side apply; a Service whose clusterIP must change (slurmdbd's became
+    headless) is deleted and made again, as the API server keeps clusterIP fixed."""
+    try:
+        kube.apply(obj, owner=owner)
+    except UnprocessibleEntityError as err:
+        if obj["kind"] != "Service" or "clusterIP" not in str(err):
+            raise
+        meta = obj["metadata"]
+        log.info("service replaced name=%s/%s (clusterIP changed)", meta["namespace"], meta["name"])
+        kube.delete("v1", "Service", meta["name"], meta["namespace"])
+        kube.apply(obj, owner=owner)
