@@ -101,7 +101,7 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     # OwnerReferencesPermissionEnforcement: an owner reference with
     # blockOwnerDeletion needs update on the owner's finalizers.
     ("slurmkube.io", "slurmclusters/finalizers"): {
-        "update": Caller(APPLY, "kube.apply(obj, owner=cluster_obj)"),
+        "update": Caller(APPLY, "kube.apply(obj, owner=owner)"),
     },
     ("slurmkube.io", "nodesets/finalizers"): {
         "update": Caller(APPLY, "kube.apply(pod, owner=snap.node_set_objs[node_set])"),
