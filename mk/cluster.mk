@@ -93,12 +93,16 @@ e2e-real:
 		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL_TESTS))"
 
 # The e2e tests whose clusters span two NVLink domains of four, on eight real
-# kubelets, the runtime's shape (docs/local-kubernetes.md, "Real nodes").
+# kubelets, the runtime's shape (docs/local-kubernetes.md, "Real nodes"); the
+# extended ones too (a lent node turning sick, the bridge's sharing policy and
+# priority requeue): these files are what the target is for.
 E2E_REAL8_TESTS := test_topology_tree.py test_topology_follows_fleet.py \
-	test_node_health.py test_node_health_domains.py
+	test_node_health.py test_node_health_domains.py test_kueue_bridge.py \
+	test_lent_node_health.py test_kueue_bridge_sharing.py
 e2e-real8:
 	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real REAL_NODES=8 \
-		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL8_TESTS))"
+		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL8_TESTS))" \
+		E2E_PYTEST_ARGS="-m 'not chaos and not coldfront'"
 
 e2e-slurm-image: images-tools
 	@python3 $(ROOT)/images/build.py build --only slurm-$(E2E_SLURM_SERIES)
