@@ -14,6 +14,7 @@
 #                        the default 24.11.5 on the host build. E2E_TESTS picks modules,
 #                        e.g. E2E_TESTS=e2e/tests/test_operator_slurm.py
 #   make e2e-kind        the same suite on a kind cluster (needs Docker; not in CI)
+#   make e2e-real8       the tests that need two NVLink domains of four, on 8 real nodes
 #   make real-nodes      join REAL_NODES (default 4) real kubelets on containerd 2.x with
 #                        fake GPUs to the running cluster; `make cluster-up REAL_NODES=4`
 #                        does it as part of cluster-up (docs/local-kubernetes.md)
@@ -37,7 +38,7 @@ E2E_SLURM_SERIES = $(subst $(eval) ,.,$(wordlist 1,2,$(subst ., ,$(E2E_SLURM))))
 REAL_NODES ?= 0
 CLUSTER_WAS_UP := $(if $(wildcard $(SLURMKUBE_RUN)/pids/kube-apiserver.pid),1,)
 
-.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-extended e2e-real e2e-kind e2e-slurm-image \
+.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-extended e2e-real e2e-real8 e2e-kind e2e-slurm-image \
 	real-nodes real-nodes-build real-nodes-status test-real-nodes
 
 cluster-build:
@@ -90,6 +91,18 @@ E2E_REAL_TESTS := test_accounting.py test_policy.py \
 e2e-real:
 	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real \
 		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL_TESTS))"
+
+# The e2e tests whose clusters span two NVLink domains of four, on eight real
+# kubelets, the runtime's shape (docs/local-kubernetes.md, "Real nodes"); the
+# extended ones too (a lent node turning sick, the bridge's sharing policy and
+# priority requeue): these files are what the target is for.
+E2E_REAL8_TESTS := test_topology_tree.py test_topology_follows_fleet.py \
+	test_node_health.py test_node_health_domains.py test_kueue_bridge.py \
+	test_lent_node_health.py test_kueue_bridge_sharing.py
+e2e-real8:
+	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real REAL_NODES=8 \
+		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL8_TESTS))" \
+		E2E_PYTEST_ARGS="-m 'not chaos and not coldfront'"
 
 e2e-slurm-image: images-tools
 	@python3 $(ROOT)/images/build.py build --only slurm-$(E2E_SLURM_SERIES)

@@ -16,17 +16,33 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from slurmkube.slurm.hostlist import expand as hostlist_expand
 from slurmkube_e2e.builders import QUEUE_LABEL
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.namespaces import delete_namespace
-from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, in_ctld
+from slurmkube_e2e.operator_cluster import (
+    API,
+    LOCAL,
+    ON_REAL_NODES,
+    REAL_IMAGE,
+    TOLERATE,
+    docs,
+    in_ctld,
+    slurm_node,
+)
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 LEASE = "slurmkube.io/lease"
 RESERVATION_PREFIX = "slurmkube-"
 CLIQUE = "nvidia.com/gpu.clique"
-GPUS_PER_NODE = 4  # every local runtime node
+GPUS_PER_NODE = 4  # every local runtime node and real node
+# A workload's container: the runtime runs any image name; a real node only those
+# imported at `make real-nodes`.
+JOB_IMAGE = REAL_IMAGE if ON_REAL_NODES else "slurmkube/slurm:24.11.5"
+# Two pods to a node must fit beside slurmctld's request: a real node has the
+# host's CPUs (two here), a runtime node sixteen.
+JOB_CPU = "500m" if ON_REAL_NODES else "1"
 QUEUE = "lend"
 
 
@@ -58,12 +74,13 @@ def lending_cluster(
     health: Mapping[str, Any] | None = None,
     before_cleanup: Callable[[], None] = lambda: None,
 ) -> Iterator[Bridge]:
-    """A namespace with SlurmCluster `local` on local-0's NVLink block (4 idle nodes)
-    and the Kueue objects of `kueue_docs`; all deleted afterwards, no lease left."""
+    """A namespace with SlurmCluster `local` on the NVLink block of the sample's node 0
+    (local-0's, or the first real domain: 4 idle nodes) and the Kueue objects of
+    `kueue_docs`; all deleted afterwards, no lease left."""
     namespace = f"{prefix}-{secrets.token_hex(2)}"
-    local0 = kube.get("v1", "Node", "local-0")
-    assert local0 is not None
-    clique = local0["metadata"]["labels"][CLIQUE]
+    first = kube.get("v1", "Node", slurm_node(0))
+    assert first is not None
+    clique = first["metadata"]["labels"][CLIQUE]
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
     try:
@@ -195,12 +212,12 @@ def gpu_job(name: str, pods: int, seconds: float, gpus: int = GPUS_PER_NODE) -> 
                     "containers": [
                         {
                             "name": "main",
-                            "image": "slurmkube/slurm:24.11.5",
+                            "image": JOB_IMAGE,
                             "command": ["sleep", str(seconds)],
                             "resources": {
                                 "limits": {
                                     "nvidia.com/gpu": gpus,
-                                    "cpu": "1",
+                                    "cpu": JOB_CPU,
                                     "memory": "1Gi",
                                 },
                             },
@@ -228,14 +245,8 @@ def reservations(namespace: str) -> dict[str, list[str]]:
 
 
 def expand(hostlist: str) -> list[str]:
-    match = re.fullmatch(r"(\S+?)\[([0-9,-]+)\]", hostlist)
-    if not match:
-        return hostlist.split(",")
-    names = []
-    for part in match.group(2).split(","):
-        low, _, high = part.partition("-")
-        names += [f"{match.group(1)}{i}" for i in range(int(low), int(high or low) + 1)]
-    return names
+    """Slurm's hostlist as names, zero padding kept (`real-000-[01-02]`)."""
+    return list(hostlist_expand(hostlist))
 
 
 def workload_of(kube: Kube, namespace: str, job: str) -> Manifest | None:

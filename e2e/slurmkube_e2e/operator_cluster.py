@@ -24,7 +24,7 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError, kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.pod_exec import kubectl_exec
-from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT
+from slurmkube_e2e.realnode_config import REAL_FLEET, REAL_NODE_TAINT, RealNode
 from slurmkube_e2e.realnodes import RealNodes
 from slurmkube_e2e.waiting import has_condition, wait_for, wait_for_list
 
@@ -32,6 +32,8 @@ API = "slurmkube.io/v1alpha1"
 NODES_ENV = "SLURMKUBE_E2E_NODES"
 ON_REAL_NODES = os.environ.get(NODES_ENV, "local") == "real"
 REAL_IMAGE = "localhost/slurmkube/slurm:26.05"
+# The sample NodeSet's slurmd pods: the first NVLink domain of eight nodes.
+SAMPLE_REPLICAS = 4
 if ON_REAL_NODES:
     LOCAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
     TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
@@ -61,7 +63,7 @@ def slurm_image(env: Mapping[str, str] = os.environ) -> str | None:
 def docs(
     namespace: str,
     *,
-    replicas: int = 4,
+    replicas: int = SAMPLE_REPLICAS,
     max_time: str = "1-00:00:00",
     login: int = 0,
     node_set_tolerations: tuple[dict[str, str], ...] = (),
@@ -90,9 +92,9 @@ def docs(
                 **(
                     {} if ON_REAL_NODES else {"slurmd": {"cgroups": False, "configOverrides": True}}
                 ),
-                # A block per NVLink domain: four nodes on the runtime, two on
-                # the four real nodes.
-                "topology": {"blockSize": 2 if ON_REAL_NODES else 4},
+                # A block per NVLink domain: four nodes on the runtime, half the
+                # real nodes on real kubelets (two of four, four of eight).
+                "topology": {"blockSize": nvlink_domain_size()},
                 "partitions": [
                     {"name": "gpu", "nodeSets": ["local"], "default": True, "maxTime": max_time}
                 ],
@@ -127,20 +129,37 @@ def autoscaled_docs(namespace: str, **autoscaling: Any) -> list[dict[str, Any]]:
     return [cluster, node_set]
 
 
+def _real_nodes() -> list[RealNode]:
+    return sorted(RealNodes(Layout.from_env()).saved(), key=lambda n: n.index)
+
+
 def slurm_node(index: int) -> str:
     """The Slurm node (its Kubernetes node's name) at `index` of the sample's NodeSet:
-    `local-<index>` on the runtime, the index-th real node on real kubelets."""
+    `local-<index>` on the runtime, the index-th real node on real kubelets (0..3 of
+    eight: the first NVLink domain, the nodes the sample's four replicas run on)."""
     if not ON_REAL_NODES:
         return f"local-{index}"
-    nodes = sorted(RealNodes(Layout.from_env()).saved(), key=lambda n: n.index)
-    return nodes[index].name
+    return _real_nodes()[index].name
+
+
+def nvlink_domain_size() -> int:
+    """Nodes per NVLink domain of the sample's nodes: four on the runtime; on real
+    kubelets, those of the first real node's domain."""
+    if not ON_REAL_NODES:
+        return 4
+    nodes = _real_nodes()
+    return sum(1 for n in nodes if n.place.domain == nodes[0].place.domain) if nodes else 1
 
 
 def deployed_only() -> tuple[str, ...]:
     """sbatch arguments that keep a job off the sample's nodes without a slurmd pod
-    (the runtime's local-4..7 are CLOUD, powered down: Slurm would try to resume
-    them); the four real nodes all run one."""
-    return () if ON_REAL_NODES else ("--exclude=local-[4-7]",)
+    (past the sample's four replicas: the runtime's local-4..7, the second domain of
+    eight real nodes; CLOUD, powered down: Slurm would try to resume them); four
+    real nodes all run one."""
+    if not ON_REAL_NODES:
+        return ("--exclude=local-[4-7]",)
+    beyond = [n.name for n in _real_nodes()[SAMPLE_REPLICAS:]]
+    return (f"--exclude={','.join(beyond)}",) if beyond else ()
 
 
 def in_ctld(namespace: str, *argv: str) -> str:

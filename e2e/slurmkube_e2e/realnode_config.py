@@ -81,7 +81,12 @@ class RealNode:
 
 def real_nodes(count: int, gpus: int = 4) -> list[RealNode]:
     """`count` real nodes in two NVLink domains (one if count is 1), like the kwok fleet;
-    the last of several has a dotted name."""
+    of several, the last of the first domain has a dotted name.
+
+    A dotted `ip-...` name sorts before `real-...`, and a NodeSet with fewer
+    replicas than nodes gives its slurmd pods to the first ones in name order: the
+    dotted node placed in the first domain keeps those the first domain (eight
+    nodes, four replicas: the first domain whole, as on the local runtime)."""
     if not 1 <= count <= MAX_REAL_NODES:
         raise ValueError(f"REAL_NODES must be 1..{MAX_REAL_NODES}, got {count}")
     domains = 1 if count == 1 else 2
@@ -91,7 +96,7 @@ def real_nodes(count: int, gpus: int = 4) -> list[RealNode]:
         name=REAL_FLEET, nvl_domains=domains, nodes_per_domain=count // domains, gpus=gpus
     )
     return [
-        RealNode(i, place, gpus, dotted=count > 1 and i == count - 1)
+        RealNode(i, place, gpus, dotted=count > 1 and i == count // domains - 1)
         for i, place in enumerate(fleet.layout(spec))
     ]
 

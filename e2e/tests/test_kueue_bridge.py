@@ -1,5 +1,5 @@
 """The Kueue bridge on real parts: Kueue admits a Job onto nodes the operator took from
-Slurm (real slurmctld and slurmd pods on local-0..3) through a Slurm reservation, and
+Slurm (real slurmctld and slurmd pods on `LENDERS`) through a Slurm reservation, and
 gives them back when the Job ends; busy nodes are waited for, never killed, or with
 busyNodes Requeue lower-priority jobs are requeued (PENDING again, never failed); a
 killed operator converges with nothing leaked.
@@ -41,12 +41,14 @@ from slurmkube_e2e.lending import (
     workload_of,
 )
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, wait_job
+from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, slurm_node, wait_job
 from slurmkube_e2e.waiting import has_condition, stays, wait_for, wait_for_list, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-LENDERS = [f"local-{i}" for i in range(4)]  # one NVLink block of the local runtime
+# One NVLink block: local-0..3, or the first four of eight real nodes; in name
+# order, as leases and pods are compared.
+LENDERS = sorted(slurm_node(i) for i in range(4))
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ Slurm's queue head keeps the idle nodes it will start on, so a Kueue workload is
 to retry (naming Slurm's queue) and gets nodes only once the head has started; with
 `entitledNodes`, Kubernetes gets its share whatever Slurm's queue waits for.
 
-Real slurmctld and slurmd pods on local-0..3 (one NVLink block), real Kueue. In
+Real slurmctld and slurmd pods on `LENDERS` (one NVLink block), real Kueue. In
 `make e2e-extended` (about 110 s; CI's warm budget has no room for it).
 """
 
@@ -18,6 +18,7 @@ from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.lending import (
     Bridge,
     events_of,
+    expand,
     gpu_job,
     leased_nodes,
     lending_cluster,
@@ -27,12 +28,14 @@ from slurmkube_e2e.lending import (
     workload_of,
 )
 from slurmkube_e2e.operator import OperatorProcess
-from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, wait_job
+from slurmkube_e2e.operator_cluster import API, in_ctld, job_state, slurm_node, wait_job
 from slurmkube_e2e.waiting import has_condition, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 
-LENDERS = [f"local-{i}" for i in range(4)]  # one NVLink block of the local runtime
+# One NVLink block: local-0..3, or the first four of eight real nodes; in name
+# order, as Slurm's node lists are compared.
+LENDERS = sorted(slurm_node(i) for i in range(4))
 KEPT = "Slurm's queue counts on its idle nodes"
 
 
@@ -93,7 +96,7 @@ def test_slurms_queue_head_keeps_the_idle_nodes_it_will_start_on(
         lending = [name for name in reservations(ns) if name.startswith("slurmkube-")]
         assert not lending, f"reserved for Kubernetes while Slurm's head waits: {lending}"
         time.sleep(1)
-    assert state[1] == f"local-[0-{len(LENDERS) - 1}]", state
+    assert sorted(expand(state[1])) == LENDERS, state
     assert job_state(ns, busy)[0] == "COMPLETED"
     # Then the workload gets a node and runs.
     wait_workload(kube, ns, "kept-out", lambda w: has_condition(w, "Admitted"), timeout=150)

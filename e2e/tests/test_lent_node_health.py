@@ -37,13 +37,16 @@ from slurmkube_e2e.lending import (
     workload_of,
 )
 from slurmkube_e2e.operator import OperatorProcess
+from slurmkube_e2e.operator_cluster import slurm_node as sample_node
 from slurmkube_e2e.waiting import eventually, has_condition, stays, wait_for, wait_for_list
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 FATAL = "E2eLentXidError"
 DRAIN = "E2eLentNvlinkDown"
 HEALTH = health_spec(FATAL, DRAIN)
-LENDERS = [f"local-{i}" for i in range(4)]
+# One NVLink block: local-0..3, or the first four of eight real nodes; in name
+# order, as leases and pods are compared.
+LENDERS = sorted(sample_node(i) for i in range(4))
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""Node health across an NVLink domain on the local runtime's real slurmd: half of a
-4-node domain turned sick escalates the domain (reported with a rack-level reason)
-and the circuit breaker stops acting at its share; Slurm then starts no gang of
-the block size there while a 1-node job still runs on a healthy node of it."""
+"""Node health across an NVLink domain on real slurmd (the local runtime's or eight
+real nodes'): half of a 4-node domain turned sick escalates the domain (reported
+with a rack-level reason) and the circuit breaker stops acting at its share;
+Slurm then starts no gang of the block size there while a 1-node job still runs
+on a healthy node of it."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from slurmkube_e2e.health import (
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import API, docs, in_ctld, job_state, ready_cluster, wait_job
+from slurmkube_e2e.operator_cluster import slurm_node as sample_node
 from slurmkube_e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 DRAIN = "E2eNvlinkDown"
-DOMAIN = ("local-0", "local-1", "local-2", "local-3")
+# The sample's first NVLink domain: local-0..3, or the first four of eight real nodes.
+DOMAIN = tuple(sample_node(i) for i in range(4))
 
 
 def _health(o: dict[str, Any]) -> dict[str, Any]:

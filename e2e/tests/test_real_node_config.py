@@ -112,10 +112,13 @@ def test_cni_config_hands_out_only_the_nodes_pod_range() -> None:
 
 
 @given(st.sampled_from([2, 4, 6, 8]))
-def test_the_last_node_is_named_with_dots_like_an_eks_node(count: int) -> None:
+def test_the_first_domains_last_node_is_named_with_dots_like_an_eks_node(count: int) -> None:
     nodes = real_nodes(count)
     dotted = [n.name for n in nodes if "." in n.name]
-    assert dotted == [nodes[-1].name]
+    assert dotted == [nodes[count // 2 - 1].name]
+    # Name order (a NodeSet's) puts the first domain first.
+    first = {n.name for n in nodes if n.place.domain == 0}
+    assert set(sorted(n.name for n in nodes)[: count // 2]) == first
     assert re.fullmatch(r"ip-10-250-\d+-\d+\.ec2\.internal", dotted[0]), dotted
     assert len({n.netns for n in nodes}) == count
 

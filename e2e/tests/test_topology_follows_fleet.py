@@ -1,16 +1,18 @@
 """Slurm's and Kueue's topology follow the fleet's labels (issue 6), on real slurmctld.
 
-64 simulated (kwok) GPU nodes in 4 NVLink domains plus local-0..3, whose
-slurmd pods run real daemons, two in each of the first two domains. The
+64 simulated (kwok) GPU nodes in 4 NVLink domains plus the sample's nodes 0..3
+(`slurm_node`: local-0..3 on the runtime, the first four real nodes with
+`SLURMKUBE_E2E_NODES=real`), whose slurmd pods run real daemons, two in each of
+the first two domains. The
 simulated nodes are a NodeSet with zero replicas (State=CLOUD): they have no
 slurmd but are in slurm.conf and the topology file like any node. Jobs run on the
 local nodes (partition `local`).
 
 The domain label is the default, `nvidia.com/gpu.clique`, as GPU Feature
-Discovery sets it. The local runtime sets its nodes' own clique labels when it
-registers them (not after), so the test can move local nodes between domains;
-it puts their labels back afterwards. (test_topology_tree.py reads its tiers
-from test keys.)
+Discovery sets it. The local runtime and the real nodes' kubelets set their
+nodes' own clique labels when they register them (not after), so the test can
+move local nodes between domains; it puts their labels back afterwards.
+(test_topology_tree.py reads its tiers from test keys.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e import fleet
 from slurmkube_e2e.builders import make_job
 from slurmkube_e2e.kube import Kube, Manifest
@@ -29,6 +32,7 @@ from slurmkube_e2e.operator_cluster import (
     API,
     in_ctld,
     job_state,
+    slurm_node,
     wait_job,
 )
 from slurmkube_e2e.topology import (
@@ -54,7 +58,8 @@ DOMAIN = fleet.CLIQUE_LABEL  # spec.topology's default nvlinkDomainLabel
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 HOSTNAME = "kubernetes.io/hostname"
 # Two running slurmd nodes in each of the first two domains.
-LOCAL_DOMAINS = {"local-0": "nvl0", "local-1": "nvl0", "local-2": "nvl1", "local-3": "nvl1"}
+NODE = [slurm_node(i) for i in range(4)]
+LOCAL_DOMAINS = {NODE[0]: "nvl0", NODE[1]: "nvl0", NODE[2]: "nvl1", NODE[3]: "nvl1"}
 
 
 @dataclass(frozen=True)
@@ -125,8 +130,8 @@ def topology_message(cluster: Manifest | None) -> str:
 def test_scontrol_shows_one_block_per_nvlink_domain(kube: Kube, topo: Fleet) -> None:
     blocks = wait_blocks(topo)
     assert sorted(blocks) == ["nvl0", "nvl1", "nvl2", "nvl3"]
-    assert {"local-0", "local-1"} < blocks["nvl0"] and len(blocks["nvl0"]) == 18
-    assert {"local-2", "local-3"} < blocks["nvl1"] and len(blocks["nvl1"]) == 18
+    assert {NODE[0], NODE[1]} < blocks["nvl0"] and len(blocks["nvl0"]) == 18
+    assert {NODE[2], NODE[3]} < blocks["nvl1"] and len(blocks["nvl1"]) == 18
     assert blocks["nvl2"] == {topo.sim(2, i) for i in range(16)}
     cluster = kube.get(API, "SlurmCluster", "local", namespace=topo.namespace)
     assert has_condition(cluster, "TopologyValid")
@@ -137,11 +142,11 @@ def test_relabelled_nodes_form_a_new_block_live_and_a_segment_job_follows(
     kube: Kube, topo: Fleet
 ) -> None:
     ns = topo.namespace
-    running = in_ctld(ns, "sbatch", "--parsable", "-w", "local-0", "--wrap", "sleep 600").strip()
+    running = in_ctld(ns, "sbatch", "--parsable", "-w", NODE[0], "--wrap", "sleep 600").strip()
     wait_job(ns, running, {"RUNNING"})
     before = ctld_identity(kube, ns)
     # 8 nodes into a new domain: two running ones and three simulated from each of nvl0/nvl1.
-    moved = ["local-1", "local-2"] + [topo.sim(d, i) for d in (0, 1) for i in (13, 14, 15)]
+    moved = [NODE[1], NODE[2]] + [topo.sim(d, i) for d in (0, 1) for i in (13, 14, 15)]
     for node in moved:
         label_domain(kube, node, "nvl4")
         topo.domains[node] = "nvl4"
@@ -160,12 +165,12 @@ def test_relabelled_nodes_form_a_new_block_live_and_a_segment_job_follows(
     # In place: same pod, same slurmctld process, the job still running.
     assert ctld_identity(kube, ns) == before
     assert job_state(ns, running)[0] == "RUNNING"
-    # The only block with two running nodes free is now nvl4 (local-1, local-2):
+    # The only block with two running nodes free is now nvl4 (nodes 1 and 2):
     # before the change a 2-node segment would have gone to nvl0 or nvl1.
     segment = in_ctld(
         ns, "sbatch", "--parsable", "-N2", "--segment=2", "--wrap", "srun hostname"
     ).strip()
-    assert wait_job(ns, segment, {"COMPLETED"}) == "local-[1-2]"
+    assert set(expand(wait_job(ns, segment, {"COMPLETED"}))) == {NODE[1], NODE[2]}
     in_ctld(ns, "scancel", running)
 
 

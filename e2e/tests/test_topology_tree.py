@@ -1,7 +1,9 @@
 """topology/tree follows the fleet's network-tier labels (issue 6), on real slurmctld.
 
-Two leaf switches under one spine: local-0..1 and 4 simulated (kwok) nodes on
-leaf `la`, local-2..3 and 4 more on leaf `lb`. The local nodes run real slurmd
+Two leaf switches under one spine: the sample's nodes 0..1 (`slurm_node`:
+local-0..1 on the runtime, the first real nodes with `SLURMKUBE_E2E_NODES=real`)
+and 4 simulated (kwok) nodes on leaf `la`, nodes 2..3 and 4 more on leaf `lb`.
+The local nodes run real slurmd
 and are the only partition, so jobs run there; the simulated ones are a
 NodeSet with zero replicas (State=CLOUD), in slurm.conf and the topology file
 like any node. The tier labels are test keys (`spec.topology.tierLabels`), so the
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from slurmkube.slurm.hostlist import expand
 from slurmkube.slurm.topology_text import TopologyRecord
 from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube
@@ -24,6 +27,7 @@ from slurmkube_e2e.operator_cluster import (
     API,
     in_ctld,
     job_state,
+    slurm_node,
     wait_job,
 )
 from slurmkube_e2e.topology import applied_says, ctld_identity, fleet_cluster, slurm_topology
@@ -34,7 +38,8 @@ pytestmark = pytest.mark.e2e
 LEAF = "e2e.slurmkube.io/leaf"
 SPINE = "e2e.slurmkube.io/spine"
 HOSTNAME = "kubernetes.io/hostname"
-LOCAL_LEAVES = {"local-0": "la", "local-1": "la", "local-2": "lb", "local-3": "lb"}
+NODE = [slurm_node(i) for i in range(4)]
+LOCAL_LEAVES = {NODE[0]: "la", NODE[1]: "la", NODE[2]: "lb", NODE[3]: "lb"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def test_scontrol_shows_a_leaf_switch_per_label_value_under_one_spine(
 ) -> None:
     shown = wait_switches(tree)
     assert shown["s1"].switches == {"la", "lb"}
-    assert {"local-0", "local-1"} < shown["la"].nodes and len(shown["la"].nodes) == 6
+    assert {NODE[0], NODE[1]} < shown["la"].nodes and len(shown["la"].nodes) == 6
     cluster = kube.get(API, "SlurmCluster", "local", namespace=tree.namespace)
     applied = condition(cluster, "TopologyApplied")
     assert applied is not None and applied["status"] == "True"
@@ -111,20 +116,20 @@ def test_a_relabelled_node_moves_to_its_new_leaf_live_and_a_switches_job_follows
     kube: Kube, tree: Tree
 ) -> None:
     ns = tree.namespace
-    running = in_ctld(ns, "sbatch", "--parsable", "-w", "local-0", "--wrap", "sleep 600").strip()
+    running = in_ctld(ns, "sbatch", "--parsable", "-w", NODE[0], "--wrap", "sleep 600").strip()
     wait_job(ns, running, {"RUNNING"})
     before = ctld_identity(kube, ns)
-    label(kube, "local-1", {LEAF: "lb"})
-    tree.leaves["local-1"] = "lb"
+    label(kube, NODE[1], {LEAF: "lb"})
+    tree.leaves[NODE[1]] = "lb"
     shown = wait_switches(tree)
-    assert shown["lb"].nodes >= {"local-1", "local-2", "local-3"}
+    assert shown["lb"].nodes >= {NODE[1], NODE[2], NODE[3]}
     # In place: same pod, same slurmctld process, the job still running.
     assert ctld_identity(kube, ns) == before
     assert job_state(ns, running)[0] == "RUNNING"
-    # Three real nodes under one leaf exist only since the move. local-0 still has
+    # Three real nodes under one leaf exist only since the move. Node 0 still has
     # free CPUs (its job takes one), so a placement blind to the tree would take
-    # local-[0-2]; under one switch it must be local-[1-3].
+    # nodes 0-2; under one switch it must be nodes 1-3.
     job = in_ctld(ns, "sbatch", "--parsable", "-N3", "--switches=1", "--wrap", "srun hostname")
     job = job.strip()
-    assert wait_job(ns, job, {"COMPLETED"}) == "local-[1-3]"
+    assert set(expand(wait_job(ns, job, {"COMPLETED"}))) == {NODE[1], NODE[2], NODE[3]}
     in_ctld(ns, "scancel", running)
