@@ -63,13 +63,16 @@ from slurmkube_e2e.layout import Layout  # noqa: E402
 from slurmkube_e2e.lending import GPUS_PER_NODE  # noqa: E402
 from slurmkube_e2e.mariadb import running_mariadb  # noqa: E402
 from slurmkube_e2e.operator import running_operator  # noqa: E402
-from slurmkube_e2e.operator_cluster import in_ctld  # noqa: E402
+from slurmkube_e2e.operator_cluster import deployed_only, in_ctld  # noqa: E402
 from slurmkube_e2e.policy import KUEUE  # noqa: E402
 from slurmkube_e2e.waiting import eventually, has_condition  # noqa: E402
 
 TARGET_RATIO = 2.0
 TOLERANCE = 0.15
 MIN_UTILIZATION = 0.75
+# The sample's slurmd pods (local-0..3, 4 GPUs each); the runtime's local-4..7 are
+# powered-down CLOUD nodes that jobs are kept off (deployed_only).
+SLURM_NODES = 4
 SLURM_SPEC: dict[str, Any] = {
     "scheduler": {
         "priorityWeights": {"fairshare": 100000, "age": 0, "jobSize": 0, "partition": 0, "qos": 0}
@@ -117,7 +120,7 @@ def submit_slurm(cluster: str, teams: tuple[Team, Team], jobs: int, seconds: int
     """`jobs` sbatch jobs per team, interleaved, in one exec (a shell loop in the pod)."""
     sbatch = (
         "sbatch --parsable -N1 -n1 -c1 --mem=256M --gres=gpu:1 -t 3 -o /dev/null "
-        f"--wrap 'sleep {seconds}'"
+        f"{' '.join(deployed_only())} --wrap 'sleep {seconds}'"
     )
     loop = "; ".join(f"{sbatch} -A {t.name}" for t in teams)
     out = in_ctld(cluster, "sh", "-c", f"for i in $(seq {jobs}); do {loop}; done")
@@ -156,15 +159,9 @@ def _time(condition: dict[str, Any] | None) -> float | None:
 
 
 def workload_gpus(workload: Manifest) -> int:
-    total = 0
-    for pod_set in workload["spec"]["podSets"]:
-        containers = pod_set["template"]["spec"]["containers"]
-        per_pod = sum(
-            int((c.get("resources") or {}).get("requests", {}).get(fleet.GPU_RESOURCE, 0))
-            for c in containers
-        )
-        total += per_pod * int(pod_set.get("count", 1))
-    return total
+    """The GPUs Kueue admitted the Workload with (its podSetAssignments' resourceUsage)."""
+    assignments = (workload.get("status", {}).get("admission") or {}).get("podSetAssignments", [])
+    return sum(int(a.get("resourceUsage", {}).get(fleet.GPU_RESOURCE, 0)) for a in assignments)
 
 
 def kueue_intervals(workloads: list[Manifest], now: float) -> list[Interval]:
@@ -234,7 +231,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     gpu_nodes = kube.list("v1", "Node", label_selector=fleet.CLIQUE_LABEL)
     if not gpu_nodes:
         raise SystemExit("fair_share: no kwok GPU nodes: start the cluster with `make cluster-up`")
-    slurm_gpus = args.slurm_nodes * GPUS_PER_NODE
+    slurm_gpus = SLURM_NODES * GPUS_PER_NODE
     total_s = (args.warmup + args.minutes) * 60
     # Enough for one team alone to keep its side busy the whole run.
     jobs = {
@@ -248,11 +245,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         operator_dir = work / "operator"
         operator_dir.mkdir()
         stack.enter_context(running_operator(kube, kubeconfig, operator_dir))
-        log(f"SlurmCluster with accounting, {args.slurm_nodes} slurmd pods")
+        log(f"SlurmCluster with accounting, {SLURM_NODES} slurmd pods")
         cluster = stack.enter_context(
-            accounted_cluster(
-                kube, database, "bench-fs", replicas=args.slurm_nodes, spec=SLURM_SPEC
-            )
+            accounted_cluster(kube, database, "bench-fs", replicas=SLURM_NODES, spec=SLURM_SPEC)
         )
         flavor = stack.enter_context(policy.gpu_flavor(kube, gpu_nodes, f"fs-{suffix}"))
         ns_a, ns_b = stack.enter_context(policy.team_namespaces(kube, f"fs-{suffix}"))
@@ -376,7 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10, help="measured window")
     parser.add_argument("--warmup", type=float, default=2, help="minutes not counted")
-    parser.add_argument("--slurm-nodes", type=int, default=3, help="slurmd pods, 4 GPUs each")
     parser.add_argument("--kueue-gpus", type=int, default=12, help="spec.kueueGPUs")
     parser.add_argument("--job-seconds", type=int, default=30)
     parser.add_argument("--progress-seconds", type=float, default=60)
