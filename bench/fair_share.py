@@ -38,19 +38,21 @@ bench measures.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
 import secrets
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[1:1] = [str(ROOT / "e2e")]
@@ -67,6 +69,7 @@ from slurmkube_e2e.operator_cluster import deployed_only, in_ctld  # noqa: E402
 from slurmkube_e2e.policy import KUEUE  # noqa: E402
 from slurmkube_e2e.waiting import eventually, has_condition  # noqa: E402
 
+T = TypeVar("T")
 TARGET_RATIO = 2.0
 TOLERANCE = 0.15
 MIN_UTILIZATION = 0.75
@@ -210,10 +213,20 @@ def log(message: str) -> None:
     print(f"[fair_share {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def retried(call: Callable[[], T], tries: int = 3) -> T:
+    """`call()`, again when an exec into the pod times out (the shared machine stalls)."""
+    for attempt in range(tries):
+        try:
+            return call()
+        except subprocess.TimeoutExpired as err:
+            log(f"exec timed out ({err.cmd[-6:]}), attempt {attempt + 1} of {tries}")
+    return call()
+
+
 def progress(kube: Kube, cluster: str, teams: tuple[Team, Team]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for team, key in zip(teams, "ab", strict=True):
-        running, pending = slurm_counts(cluster, team)
+        running, pending = retried(functools.partial(slurm_counts, cluster, team))
         holding, waiting, evicted = kueue_counts(
             kube.list(KUEUE, "Workload", namespace=team.namespace)
         )
@@ -307,7 +320,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         end = progress(kube, cluster, teams)
         time.sleep(5)  # job records reach slurmdbd asynchronously
         now = time.time()
-        slurm = [gpu_seconds(slurm_intervals(cluster, t, now), window) for t in teams]
+        slurm = [
+            gpu_seconds(retried(functools.partial(slurm_intervals, cluster, t, now)), window)
+            for t in teams
+        ]
         kueue = [
             gpu_seconds(
                 kueue_intervals(kube.list(KUEUE, "Workload", namespace=t.namespace), now), window
