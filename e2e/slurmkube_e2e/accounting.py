@@ -48,10 +48,11 @@ def accounted_cluster(
     replicas: int = 2,
     *,
     persistence: bool = False,
+    spec: dict[str, Any] | None = None,
 ) -> Iterator[str]:
     """The cluster `local` with accounting in a new namespace, `replicas` slurmd
     pods (slurmctld's state on a claim with `persistence`); `extra` objects are
-    applied with it (their namespace set)."""
+    applied with it (their namespace set); `spec` fields go on the SlurmCluster's."""
     namespace = f"{prefix}-{secrets.token_hex(2)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=namespace)
@@ -61,6 +62,8 @@ def accounted_cluster(
         for doc in docs(
             namespace, replicas=replicas, accounting=accounting, persistence=persistence
         ):
+            if doc["kind"] == "SlurmCluster":
+                doc["spec"].update(spec or {})
             kube.apply(doc)
         for doc in extra or []:
             kube.apply({**doc, "metadata": {**doc["metadata"], "namespace": namespace}})

@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 from slurmkube.build.slurmd import slurmd_priority_class
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator_identity import operator_kubeconfig
 
 # The operator on the host, every namespace; no /healthz (tests and the demo run
 # several on one machine, and nothing probes them).
@@ -107,3 +109,19 @@ def install_for_host_operator(kube: Kube) -> None:
         kube.apply(yaml.safe_load(path.read_text()))
     kube.apply(slurmd_priority_class())
     kube._dynamic.resources.invalidate_cache()
+
+
+@contextmanager
+def running_operator(kube: Kube, kubeconfig: Path, directory: Path) -> Iterator[OperatorProcess]:
+    """One host operator (log in `directory`) under its own user, so the API server's
+    audit log holds its requests (test_rbac_audit.py); stopped afterwards."""
+    install_for_host_operator(kube)
+    identity = operator_kubeconfig(kubeconfig, "default", directory)
+    env = dict(os.environ, **host_operator_env(identity, "e2e-operator", "default"))
+    process = OperatorProcess(env, directory / "operator.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        if process.stop() not in (0, -15, None):
+            print(process.tail())

@@ -4,11 +4,14 @@ objects; used by the policy e2e tests."""
 
 from __future__ import annotations
 
+import base64
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from slurmkube.build.names import ClusterNames
+from slurmkube.slurm.rest import RestClient
 from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.operator_cluster import API, in_ctld
@@ -136,3 +139,20 @@ def applied_source(
         yield
     finally:
         kube.delete(API, "AllocationSource", source["metadata"]["name"], namespace=namespace)
+
+
+def slurm_rest(kube: Kube, namespace: str) -> RestClient:
+    """The cluster's slurmrestd, dialled at its pod's IP (the host is outside the
+    pod network's DNS, as for the host-run operator), with a root token, over TLS
+    verified against the cluster's CA for the Service's name."""
+    (pod,) = kube.list(
+        "v1", "Pod", namespace=namespace, label_selector="app.kubernetes.io/name=slurmrestd"
+    )
+    secret = kube.get("v1", "Secret", "local-auth", namespace=namespace)
+    tls = kube.get("v1", "Secret", "local-restapi-tls", namespace=namespace)
+    assert secret is not None and tls is not None
+    key = base64.b64decode(secret["data"]["jwt.key"])
+    ca = base64.b64decode(tls["data"]["ca.crt"])
+    name = ClusterNames("local", namespace).restapi_dns_names[-1]
+    url = f"https://{pod['status']['podIP']}:6820"
+    return RestClient(url, jwt_key=key, ca_pem=ca, server_name=name)

@@ -25,7 +25,7 @@ from slurmkube_e2e import fleet
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB, running_mariadb
-from slurmkube_e2e.operator import OperatorProcess, host_operator_env, install_for_host_operator
+from slurmkube_e2e.operator import OperatorProcess, host_operator_env, running_operator
 from slurmkube_e2e.operator_identity import operator_kubeconfig
 from slurmkube_e2e.realnode_config import RealNode
 from slurmkube_e2e.realnodes import RealNodes
@@ -118,19 +118,8 @@ def operator(
     kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     """One operator for the session; tests that need it down or killed use its handle."""
-    install_for_host_operator(kube)
-    directory = tmp_path_factory.mktemp("operator")
-    log = directory / "operator.log"
-    # Its own user, so the audit log holds its requests (test_rbac_audit.py).
-    identity = operator_kubeconfig(kubeconfig, "default", directory)
-    env = dict(os.environ, **host_operator_env(identity, "e2e-operator", "default"))
-    process = OperatorProcess(env, log)
-    process.start()
-    try:
+    with running_operator(kube, kubeconfig, tmp_path_factory.mktemp("operator")) as process:
         yield process
-    finally:
-        if process.stop() not in (0, -15, None):
-            print(process.tail())
 
 
 @pytest.fixture

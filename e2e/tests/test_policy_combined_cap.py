@@ -11,7 +11,6 @@ Slurm job COMPLETED, no Workload evicted. In `make e2e-extended`.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import secrets
 import statistics
@@ -22,15 +21,13 @@ from functools import partial
 
 import pytest
 
-from slurmkube.build.names import ClusterNames
-from slurmkube.slurm.rest import RestClient
 from slurmkube_e2e import policy
 from slurmkube_e2e.accounting import accounted_cluster, sacct_state
 from slurmkube_e2e.builders import make_job
 from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator_cluster import in_ctld
-from slurmkube_e2e.policy import KUEUE
+from slurmkube_e2e.policy import KUEUE, slurm_rest
 from slurmkube_e2e.waiting import has_condition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
@@ -91,23 +88,6 @@ def teams(kube: Kube, cluster: str, gpu_nodes: list[Manifest]) -> Iterator[Teams
         )
         with policy.applied_source(kube, source, names.a, submitter, timeout=REACTION_SECONDS):
             yield names
-
-
-def slurm_rest(kube: Kube, namespace: str) -> RestClient:
-    """The cluster's slurmrestd, dialled at its pod's IP (the host is outside the
-    pod network's DNS, as for the host-run operator), with a root token, over TLS
-    verified against the cluster's CA for the Service's name."""
-    (pod,) = kube.list(
-        "v1", "Pod", namespace=namespace, label_selector="app.kubernetes.io/name=slurmrestd"
-    )
-    secret = kube.get("v1", "Secret", "local-auth", namespace=namespace)
-    tls = kube.get("v1", "Secret", "local-restapi-tls", namespace=namespace)
-    assert secret is not None and tls is not None
-    key = base64.b64decode(secret["data"]["jwt.key"])
-    ca = base64.b64decode(tls["data"]["ca.crt"])
-    name = ClusterNames("local", namespace).restapi_dns_names[-1]
-    url = f"https://{pod['status']['podIP']}:6820"
-    return RestClient(url, jwt_key=key, ca_pem=ca, server_name=name)
 
 
 def kueue_gpus(kube: Kube, namespace: str) -> tuple[int, int]:

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import given, settings
 
 from slurmkube.api.grammar import InvalidValue
@@ -20,6 +21,7 @@ from slurmkube.plan.policy import (
     kueue_configuration,
     sacctmgr_commands,
 )
+from slurmkube.plan.policy.kueue import nominal_quotas
 from slurmkube.plan.policy.slurm_diff import SlurmChange
 from tests.unit.policy_builders import TeamBuilder, policy, two_teams
 
@@ -221,10 +223,106 @@ def test_kueue_gets_a_cohort_a_cluster_queue_per_team_and_local_queues() -> None
     assert spec["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"]
 
 
-def test_a_team_that_may_borrow_has_no_borrowing_or_lending_limit() -> None:
+def test_a_team_that_may_borrow_lends_and_borrows_only_up_to_its_gpus() -> None:
     spec = _kueue()[("ClusterQueue", "", "team-b")]["spec"]
     quota = spec["resourceGroups"][0]["flavors"][0]["resources"][0]
-    assert quota == {"name": "nvidia.com/gpu", "nominalQuota": 4}
+    # Default capacity (the teams' gpus together): its nominal is its own 4, no lendingLimit.
+    assert quota == {"name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 0}
+
+
+# (kueueGPUs, teams as (name, gpus, weight, borrowing)) -> name: (nominal, borrowing limit)
+NOMINAL_TABLE: dict[
+    str, tuple[int | None, list[tuple[str, int, int, bool]], dict[str, tuple[int, int]]]
+] = {
+    "unset capacity: each team's own gpus": (
+        None,
+        [("a", 8, 2, True), ("b", 4, 1, True)],
+        {"a": (8, 0), "b": (4, 0)},
+    ),
+    "2:1 of 12, both may use the fleet": (
+        12,
+        [("a", 12, 2, True), ("b", 12, 1, True)],
+        {"a": (8, 4), "b": (4, 8)},
+    ),
+    "largest remainder: 2:1 of 16 is 11 + 5": (
+        16,
+        [("a", 16, 2, True), ("b", 16, 1, True)],
+        {"a": (11, 5), "b": (5, 11)},
+    ),
+    "remainder ties go by name": (
+        5,
+        [("b", 5, 1, True), ("a", 5, 1, True)],
+        {"a": (3, 2), "b": (2, 3)},
+    ),
+    "a team capped below its share: the rest goes to the others by weight": (
+        12,
+        [("a", 2, 2, True), ("b", 12, 1, True), ("c", 12, 1, True)],
+        {"a": (2, 0), "b": (5, 7), "c": (5, 7)},
+    ),
+    "caps summing below the capacity: nominal = gpus": (
+        100,
+        [("a", 8, 2, False), ("b", 4, 1, False)],
+        {"a": (8, 0), "b": (4, 0)},
+    ),
+    "a team that may not borrow keeps its share only": (
+        9,
+        [("a", 9, 2, False), ("b", 9, 1, True)],
+        {"a": (6, 0), "b": (3, 6)},
+    ),
+    "zero capacity": (
+        0,
+        [("a", 4, 2, True), ("b", 4, 1, True)],
+        {"a": (0, 4), "b": (0, 4)},
+    ),
+}
+
+
+def _gpu_quotas(objects: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    out = {}
+    for o in objects:
+        if o["kind"] == "ClusterQueue":
+            quota = o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+            out[o["metadata"]["name"]] = (quota["nominalQuota"], quota["borrowingLimit"])
+    return out
+
+
+@pytest.mark.parametrize("case", NOMINAL_TABLE)
+def test_the_cohorts_capacity_is_split_by_weight_into_nominal_quotas(case: str) -> None:
+    capacity, teams, want = NOMINAL_TABLE[case]
+    built = [
+        (TeamBuilder(n).gpus(g).weight(w).borrowing() if b else TeamBuilder(n).gpus(g).weight(w))
+        for n, g, w, b in teams
+    ]
+    spec = {} if capacity is None else {"kueueGPUs": capacity}
+    assert _gpu_quotas(compile_kueue(policy(*(t.obj() for t in built), **spec))) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    capacity=st.integers(0, 64),
+    teams=st.lists(st.tuples(st.integers(0, 32), st.integers(1, 5)), min_size=1, max_size=5),
+)
+def test_nominal_quotas_add_up_to_the_capacity_and_no_team_passes_its_gpus(
+    capacity: int, teams: list[tuple[int, int]]
+) -> None:
+    p = policy(
+        *(TeamBuilder(f"t{i}").gpus(g).weight(w).obj() for i, (g, w) in enumerate(teams)),
+        kueueGPUs=capacity,
+    )
+    quotas = nominal_quotas(p)
+    assert sum(quotas.values()) == min(capacity, sum(g for g, _ in teams))
+    assert all(quotas[t.name] <= t.gpus for t in p.teams)
+
+
+def test_the_gate_bounds_nominal_plus_borrowing() -> None:
+    p = policy(
+        TeamBuilder("a").gpus(12).weight(2).borrowing().obj(),
+        TeamBuilder("b").gpus(12).weight(1).borrowing().obj(),
+        kueueGPUs=12,
+    )
+    gates = {"a": KueueGate(10, "None", "normal"), "b": KueueGate(3, "None", "normal")}
+    # a: share 8, may hold 10 -> borrows 2; b: share 4 but may hold 3 -> nominal 3, no borrowing.
+    assert _gpu_quotas(compile_kueue(p, gates)) == {"a": (8, 2), "b": (3, 0)}
 
 
 def test_tiers_become_workload_priority_classes() -> None:
@@ -232,7 +330,7 @@ def test_tiers_become_workload_priority_classes() -> None:
     assert classes == {"high": 1000, "normal": 100, "low": 10}
 
 
-def test_kueue_gates_set_nominal_quota_and_hold() -> None:
+def test_kueue_gates_bound_the_quota_and_hold() -> None:
     spec = _kueue(**{"team-a": KueueGate(2, "Hold", "normal")})[("ClusterQueue", "", "team-a")][
         "spec"
     ]
@@ -256,3 +354,9 @@ def test_a_team_without_namespaces_gets_no_local_queue_and_selects_no_namespace(
     (cq,) = [o for o in objects if o["kind"] == "ClusterQueue"]
     assert "namespaceSelector" not in cq["spec"]  # Kueue: unset selects no namespace
     assert not [o for o in objects if o["kind"] == "LocalQueue"]
+
+
+def test_the_configuration_fragment_turns_kueue_fair_sharing_on() -> None:
+    # config.kueue.x-k8s.io/v1beta2 has no fairSharing.enable: the section itself enables it.
+    fair = kueue_configuration(two_teams())["fairSharing"]
+    assert fair == {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}

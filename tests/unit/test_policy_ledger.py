@@ -158,7 +158,7 @@ POLICY = policy(TEAM)
 def test_gates_never_fall_below_what_runs(obs: Observation, used_hours: float) -> None:
     gates = plan_gates(POLICY, ALLOCATION, obs, TeamUsage(period_gpu_seconds=used_hours * HOUR))
     assert gates.slurm.grp_tres_gpus >= obs.slurm_used
-    assert gates.kueue.nominal_quota >= obs.kueue_gpus
+    assert gates.kueue.max_gpus >= obs.kueue_gpus
 
 
 @settings(max_examples=300)
@@ -173,7 +173,7 @@ def test_combined_use_never_exceeds_the_quota_when_each_scheduler_keeps_its_gate
     gates = plan_gates(POLICY, ALLOCATION, obs, TeamUsage())
     # Both schedulers admit at once, each up to its own gate and no further.
     slurm_after = min(obs.slurm_used + slurm_starts, gates.slurm.grp_tres_gpus)
-    kueue_after = min(obs.kueue_gpus + kueue_starts, gates.kueue.nominal_quota)
+    kueue_after = min(obs.kueue_gpus + kueue_starts, gates.kueue.max_gpus)
     # Nothing is killed: above the quota already, the gates hold at current use.
     assert slurm_after + kueue_after <= max(ALLOCATION.gpus, obs.used)
     if obs.used <= ALLOCATION.gpus:
@@ -213,4 +213,4 @@ def test_budget_thresholds_reach_both_schedulers_with_a_reason_naming_the_alloca
     if reason:
         assert gates.reason.startswith("allocation team-a (AllocationSource fleet)")
     if stop == "Hold":
-        assert (gates.slurm.grp_tres_gpus, gates.kueue.nominal_quota) == (2, 1)
+        assert (gates.slurm.grp_tres_gpus, gates.kueue.max_gpus) == (2, 1)

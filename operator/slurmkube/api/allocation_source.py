@@ -241,6 +241,10 @@ class AllocationSourceSpec(StrictModel):
         json_schema_extra={"pattern": _DNS_LABEL},
     )
     """The Kueue ResourceFlavor that carries the teams' nvidia.com/gpu quota."""
+    kueue_gpus: int | None = Field(None, alias="kueueGPUs", ge=0, le=10_000_000)
+    """The GPUs Kueue may hold at once over the Cohort: split among the teams by
+    fairShareWeight into their nominalQuota (a team never above its own gpus).
+    Unset: the sum of the teams' gpus, so each team's nominalQuota is its gpus."""
 
     @model_validator(mode="after")
     def _consistent(self) -> AllocationSourceSpec:

@@ -11,8 +11,10 @@ A gate is never below what runs (nothing is killed or preempted); only
 admission is gated:
 - Slurm: the association's `GrpTRES=gres/gpu=<gate>` and the budget QOS's
   tier; Slurm starts no job that would take the account above it;
-- Kueue: the ClusterQueue's `nominalQuota` and `stopPolicy: Hold` (admitted
-  workloads run to completion).
+- Kueue: the ClusterQueue's `nominalQuota` + `borrowingLimit` (kueue.py: the
+  nominal is the team's share of the Cohort, at most the gate, and borrowing
+  fills up to the gate) and `stopPolicy: Hold` (admitted workloads run to
+  completion).
 At the budget's 120% both gates are the current use and Kueue holds.
 """
 
@@ -40,7 +42,8 @@ class SlurmGate:
 
 @dataclass(frozen=True, slots=True)
 class KueueGate:
-    nominal_quota: int
+    max_gpus: int
+    """The most GPUs the team's admitted Kueue work may hold (nominal + borrowing)."""
     stop_policy: Literal["None", "Hold"]
     priority_class: str
     """The WorkloadPriorityClass new workloads of the team should get."""
@@ -147,7 +150,7 @@ def plan_gates(
         level=level,
         slurm=SlurmGate(grp_tres_gpus=slurm_used + slurm_part, tier=tier.name),
         kueue=KueueGate(
-            nominal_quota=kueue_used + kueue_part,
+            max_gpus=kueue_used + kueue_part,
             stop_policy="Hold" if level == BudgetLevel.HOLD else "None",
             priority_class=tier.name,
             reason=reason,

@@ -1,16 +1,25 @@
 """A policy -> the Kueue objects that enforce it (kueue.x-k8s.io/v1beta2).
 
-A Cohort for the fleet; per team a ClusterQueue in it (nominalQuota of
-nvidia.com/gpu on the source's ResourceFlavor, CPU and memory unmetered,
-`fairSharing.weight`, usage-based Admission Fair Sharing) and a LocalQueue,
-named after the team, in each of its namespaces; a WorkloadPriorityClass per
-tier. A team that may borrow has no
-borrowing or lending limit; one that may not gets both at 0, so its quota is
-its own and it never exceeds it.
+A Cohort for the fleet; per team a ClusterQueue in it and a LocalQueue, named
+after the team, in each of its namespaces; a WorkloadPriorityClass per tier.
+
+The Cohort's capacity is the Kueue side of the fleet (`spec.kueueGPUs`; unset,
+the sum of the teams' gpus), held as the sum of its ClusterQueues'
+nominalQuota: each team's nominalQuota of nvidia.com/gpu is its weight's share
+of that capacity (`nominal_quotas`), so quotas never add up past the fleet and
+two saturating teams each get their share. Kueue's fair sharing (the
+ClusterQueue's `fairSharing.weight`) orders only borrowing of idle quota, so a
+team that may borrow gets `borrowingLimit` = its gpus - its nominalQuota (it
+lends its idle quota); one that may not gets both limits at 0. The combined
+cap (gates.py) bounds nominalQuota + borrowingLimit, never only the nominal.
+CPU and memory are unmetered; usage-based Admission Fair Sharing orders a
+team's own LocalQueues.
 
 Kueue's Admission Fair Sharing has no default half-life (unset, it does
 nothing), so the Configuration fragment sets `usageHalfLifeTime` to Slurm's
-`PriorityDecayHalfLife`: one decay for both schedulers' fair share.
+`PriorityDecayHalfLife`: one decay for both schedulers' fair share. In
+config.kueue.x-k8s.io/v1beta2 a `fairSharing` section turns fair sharing on
+(v1beta1's `enable` field is gone), so the fragment always carries it.
 Field names follow Kueue's apis/kueue/v1beta2 and apis/config/v1beta2.
 """
 
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from slurmkube.api import well_known as wk
@@ -49,23 +59,62 @@ def _metadata(name: str, policy: Policy, **extra: str) -> dict[str, Any]:
     }
 
 
-def _quota(team: TeamAllocation, gate: KueueGate | None) -> dict[str, Any]:
-    quota: dict[str, Any] = {
-        "name": wk.RESOURCE_GPU,
-        "nominalQuota": gate.nominal_quota if gate is not None else team.gpus,
-    }
-    if not team.borrowing:
+def nominal_quotas(policy: Policy) -> dict[str, int]:
+    """Team -> nominalQuota: the Kueue capacity split by weight, integers adding up to it.
+
+    Water-filling: a team whose exact share reaches its own gpus gets its gpus and
+    the rest is split again among the others; the remaining exact shares are
+    rounded by largest remainder (ties by name). With the default capacity (the
+    sum of the teams' gpus) every team gets its gpus."""
+    capped = sum(t.gpus for t in policy.teams)
+    left = capped if policy.kueue_gpus is None else min(policy.kueue_gpus, capped)
+    quotas: dict[str, int] = {}
+    open_teams = list(policy.teams)
+    while open_teams:
+        weights = sum(t.weight for t in open_teams)
+        full = [t for t in open_teams if Fraction(left * t.weight, weights) >= t.gpus]
+        if not full:
+            break
+        for team in full:
+            quotas[team.name] = team.gpus
+            left -= team.gpus
+            open_teams.remove(team)
+    if not open_teams:
+        return quotas
+    weights = sum(t.weight for t in open_teams)
+    exact = {t.name: Fraction(left * t.weight, weights) for t in open_teams}
+    floors = {name: int(share) for name, share in exact.items()}
+    by_remainder = sorted(exact, key=lambda name: (-(exact[name] - floors[name]), name))
+    for name in by_remainder[: left - sum(floors.values())]:
+        floors[name] += 1
+    return quotas | floors
+
+
+def _quota(team: TeamAllocation, nominal_share: int, gate: KueueGate | None) -> dict[str, Any]:
+    """nominalQuota and borrowingLimit: together never above the gate (what the team
+    may hold on Kueue now), nominal never above the team's share of the Cohort."""
+    limit = gate.max_gpus if gate is not None else team.gpus
+    nominal = min(nominal_share, limit)
+    quota: dict[str, Any] = {"name": wk.RESOURCE_GPU, "nominalQuota": nominal}
+    if team.borrowing:
+        quota["borrowingLimit"] = max(0, limit - nominal)
+    else:
         quota["borrowingLimit"] = 0
         quota["lendingLimit"] = 0
     return quota
 
 
 def cluster_queue(
-    policy: Policy, team: TeamAllocation, gate: KueueGate | None = None
+    policy: Policy,
+    team: TeamAllocation,
+    gate: KueueGate | None = None,
+    nominal_share: int | None = None,
 ) -> dict[str, Any]:
+    """`nominal_share`: the team's part of the Cohort (`nominal_quotas`); None: its gpus."""
     metadata = _metadata(team.name, policy)
     if gate is not None and gate.reason:
         metadata["annotations"][BUDGET_ANNOTATION] = gate.reason
+    share = team.gpus if nominal_share is None else nominal_share
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
@@ -86,7 +135,7 @@ def cluster_queue(
                         {
                             "name": policy.resource_flavor,
                             "resources": [
-                                _quota(team, gate),
+                                _quota(team, share, gate),
                                 *({"name": r, "nominalQuota": q} for r, q in UNMETERED.items()),
                             ],
                         }
@@ -128,8 +177,10 @@ def compile_kueue(
                 "description": f"slurmkube tier {tier.name} (Slurm QOS tier-{tier.name})",
             }
         )
+    shares = nominal_quotas(policy)
     for team in policy.teams:
-        objects.append(_drop_none(cluster_queue(policy, team, gates.get(team.name))))
+        queue = cluster_queue(policy, team, gates.get(team.name), shares[team.name])
+        objects.append(_drop_none(queue))
         for namespace in team.namespaces:
             objects.append(
                 {

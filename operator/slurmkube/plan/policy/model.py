@@ -64,6 +64,8 @@ class Policy:
     half_life_hours: int
     cohort: str
     resource_flavor: str
+    kueue_gpus: int | None = None
+    """The Kueue side's capacity (spec.kueueGPUs); None: the sum of the teams' gpus."""
 
     def tier(self, name: str) -> TierLevel:
         return next(t for t in self.tiers if t.name == name)
@@ -135,4 +137,5 @@ def build_policy(source: str, spec: AllocationSourceSpec, teams: Sequence[Team])
         half_life_hours=spec.half_life_hours,
         cohort=spec.cohort,
         resource_flavor=spec.resource_flavor,
+        kueue_gpus=spec.kueue_gpus,
     )

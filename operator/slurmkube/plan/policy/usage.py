@@ -122,7 +122,7 @@ def team_status(
         "headroom": max(0, team.gpus - obs.used),
         "gates": {
             "slurmGrpTRES": gates.slurm.grp_tres_gpus,
-            "kueueNominalQuota": gates.kueue.nominal_quota,
+            "kueueNominalQuota": gates.kueue.max_gpus,
             "kueueStopPolicy": gates.kueue.stop_policy,
         },
         "reason": gates.reason,
