@@ -104,8 +104,10 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
             "metadata": {"name": name, "labels": {TEST_LABEL: "true"}},
         }
     )
-    # Pods are rejected until the ServiceAccount controller made "default".
-    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=name, timeout=30)
+    # Pods are rejected until the ServiceAccount controller made "default"; with the
+    # namespace controller still removing earlier test namespaces, that took over 30 s
+    # once in CI (session 16).
+    wait_for(kube, "v1", "ServiceAccount", "default", lambda _: True, namespace=name, timeout=90)
     yield name
     kube.delete("v1", "Namespace", name)
 
