@@ -67,7 +67,7 @@ from slurmkube_e2e.mariadb import running_mariadb  # noqa: E402
 from slurmkube_e2e.operator import running_operator  # noqa: E402
 from slurmkube_e2e.operator_cluster import deployed_only, in_ctld  # noqa: E402
 from slurmkube_e2e.policy import KUEUE  # noqa: E402
-from slurmkube_e2e.waiting import eventually, has_condition  # noqa: E402
+from slurmkube_e2e.waiting import condition, eventually, has_condition  # noqa: E402
 
 T = TypeVar("T")
 TARGET_RATIO = 2.0
@@ -170,11 +170,10 @@ def workload_gpus(workload: Manifest) -> int:
 def kueue_intervals(workloads: list[Manifest], now: float) -> list[Interval]:
     intervals = []
     for workload in workloads:
-        conditions = {c["type"]: c for c in workload.get("status", {}).get("conditions", [])}
-        start = _time(conditions.get("QuotaReserved"))
+        start = _time(condition(workload, "QuotaReserved"))
         if start is None:
             continue
-        end = _time(conditions.get("Finished")) or now
+        end = _time(condition(workload, "Finished")) or now
         intervals.append((start, end, workload_gpus(workload)))
     return intervals
 

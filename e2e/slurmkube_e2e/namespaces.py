@@ -16,9 +16,9 @@ in the background; test namespaces have random suffixes, so none is reused.
 from __future__ import annotations
 
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.operator_cluster import API
 from slurmkube_e2e.waiting import wait_for_list
 
-API = "slurmkube.io/v1alpha1"
 HOLDERS = ((API, "SlurmCluster"), (API, "NodeSet"), ("v1", "Pod"))
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from slurmkube.api import well_known as wk
 from slurmkube.build.names import ClusterNames
 from slurmkube.slurm.rest import RestClient
 from slurmkube_e2e import fleet
@@ -148,11 +149,11 @@ def slurm_rest(kube: Kube, namespace: str) -> RestClient:
     (pod,) = kube.list(
         "v1", "Pod", namespace=namespace, label_selector="app.kubernetes.io/name=slurmrestd"
     )
-    secret = kube.get("v1", "Secret", "local-auth", namespace=namespace)
-    tls = kube.get("v1", "Secret", "local-restapi-tls", namespace=namespace)
+    names = ClusterNames("local", namespace)
+    secret = kube.get("v1", "Secret", names.auth, namespace=namespace)
+    tls = kube.get("v1", "Secret", names.restapi_tls, namespace=namespace)
     assert secret is not None and tls is not None
     key = base64.b64decode(secret["data"]["jwt.key"])
     ca = base64.b64decode(tls["data"]["ca.crt"])
-    name = ClusterNames("local", namespace).restapi_dns_names[-1]
-    url = f"https://{pod['status']['podIP']}:6820"
-    return RestClient(url, jwt_key=key, ca_pem=ca, server_name=name)
+    url = f"https://{pod['status']['podIP']}:{wk.SLURMRESTD_PORT}"
+    return RestClient(url, jwt_key=key, ca_pem=ca, server_name=names.restapi_dns_names[-1])
