@@ -3,7 +3,7 @@
 The bridge lends a node when a Kueue workload fits no Kubernetes node; this
 module decides *whether* Slurm can spare one and *which*, from plain counts
 per NVLink block, so that the fleet simulator and the operator's bridge can
-share it (`slurmkube_sim.lending`, and the bridge's `lending.plan`). The rules:
+share it (`slurmkube_sim.lending`, and the bridge's `lending.placement_round`). The rules:
 
 - **Lend only what Slurm's queue cannot use soon.** The nodes that are idle,
   held for Slurm's plan, or whose job's time limit ends within the horizon
