@@ -236,6 +236,7 @@ def _operator(args: argparse.Namespace) -> int:
     import slurmkube.controllers.health
     import slurmkube.controllers.key_rotation
     import slurmkube.controllers.lending
+    import slurmkube.controllers.memory
     import slurmkube.controllers.policy
     from slurmkube import metrics
     from slurmkube.controllers import failpoints
@@ -255,8 +256,8 @@ def _operator(args: argparse.Namespace) -> int:
     # The environment is read here, once; the controllers receive what it says.
     settings = Settings.from_environment(os.environ, os.getpid())
     failpoints.arm(settings.failpoint)
-    slurmkube.controllers.handlers.State.settings = settings
-    slurmkube.controllers.handlers.State.clients = SlurmClients(settings)
+    slurmkube.controllers.memory.State.settings = settings
+    slurmkube.controllers.memory.State.clients = SlurmClients(settings)
     metrics.serve(args.metrics_port)
     asyncio.run(
         kopf.operator(

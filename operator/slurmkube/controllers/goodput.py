@@ -25,8 +25,9 @@ import kopf
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster, from_object
-from slurmkube.controllers import caches, handlers, lending, policy
+from slurmkube.controllers import caches, lending, policy
 from slurmkube.controllers.goodput_observe import JOB_STATES, FleetInputs, snapshot
+from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.observe import NodeEntry
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.goodput import DEFAULT_HALF_LIFE_S
@@ -65,7 +66,7 @@ EXPORTER = _Exporter()
 
 
 async def _tick(key: Key) -> Result:
-    kube = handlers.State.kube
+    kube = State.kube
     if kube is None or not caches.ready():
         return Result(requeue_after=1.0)
     raw = EXPORTER.clusters.get(key)
@@ -84,7 +85,7 @@ async def _tick(key: Key) -> Result:
             now=time.time() - SLURM_TIME_RESOLUTION_S,
         )
     )
-    return Result(requeue_after=handlers.State.settings.goodput_seconds)
+    return Result(requeue_after=State.settings.goodput_seconds)
 
 
 TICKS: WorkQueue[Key] = WorkQueue(_tick, name="goodput")
@@ -109,7 +110,7 @@ def cluster_event(
 
 @kopf.on.startup()
 async def start_goodput(**_: Any) -> None:
-    EXPORTER.task = asyncio.get_running_loop().create_task(TICKS.run(handlers.leading))
+    EXPORTER.task = asyncio.get_running_loop().create_task(TICKS.run(leading))
 
 
 @kopf.on.cleanup()
@@ -151,7 +152,7 @@ def export_cluster(
 ) -> None:
     """One tick of one cluster (module docstring)."""
     cluster = from_object(SlurmCluster, raw)
-    rest = handlers.State.clients.rest(kube, cluster)
+    rest = State.clients.rest(kube, cluster)
     if rest is None:
         return  # slurmrestd off or not up yet: nothing to measure
     try:

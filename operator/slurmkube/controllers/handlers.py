@@ -23,19 +23,26 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import kopf
 
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
-from slurmkube.api.models import TopologySpec
 from slurmkube.controllers import caches
 from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
-from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.deletion import hold_while_jobs_run, remove_what_outlives
 from slurmkube.controllers.leadership import leader_only, start_lease
+from slurmkube.controllers.memory import (
+    DEFAULT_DEBOUNCE_SECONDS,
+    ClusterMemory,
+    Key,
+    State,
+    cluster_memory,
+    label_keys,
+    leading,
+)
 from slurmkube.controllers.observe import (
     NodeEntry,
     Snapshot,
@@ -43,82 +50,28 @@ from slurmkube.controllers.observe import (
     observe_rest,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
-from slurmkube.controllers.settings import Settings
 from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
-from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.plan.holds import early_delivery_safe, not_responding_since
 from slurmkube.plan.model import Plan, PodView
-from slurmkube.plan.reconfigure import ConfigClock, next_look
+from slurmkube.plan.reconfigure import next_look
 from slurmkube.plan.slurm_poll import polled
-from slurmkube.render.config import SlurmConfig
 from slurmkube.topology.fleet import config_label_keys, node_changed
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
 RESYNC_SECONDS = 30.0
-DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 # Clusters reconciled at once: one slow cluster (a 10,000-node Slurm read) must
 # not hold up another's label change.
 WORKERS = 4
 # What added a cluster's key, for slurmkube_reconciles_total; the first present wins.
 TRIGGERS = ("cluster", "nodeset", "node", "pod", "lease", "poll")
 
-Key = tuple[str, str]
-
-
-@dataclass
-class _Cluster:
-    """What the controller remembers of one SlurmCluster between reconciles."""
-
-    debounce: float = DEFAULT_DEBOUNCE_SECONDS
-    # The Node label keys its config reads; None until its first reconcile (all count).
-    label_keys: frozenset[str] | None = None
-    autoscaling: bool = False
-    # Its Slurm nodes are polled (plan.slurm_poll.polled).
-    polled: bool = False
-    # slurmctld's update_time of the last full node read (the poll asks what changed since).
-    nodes_read_at: int = 0
-    # Slurm answered the last poll (None: not polled yet).
-    poll_answered: bool | None = None
-    # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
-    # memory only: after an operator restart the whole window is waited again.
-    config_clock: ConfigClock | None = None
-    # The config last written: a reconcile writes its config before asking Slurm
-    # only when no line of this one leaves or shrinks (plan.holds.early_delivery_safe).
-    delivered: SlurmConfig | None = None
-    # Since when each node Slurm shows not responding was seen so (epoch seconds).
-    not_responding: dict[str, float] = field(default_factory=dict)
-    triggers: set[str] = field(default_factory=set)
-
-
-@dataclass
-class _OperatorState:
-    # Installed by the entry point (`slurmkube operator`) before kopf starts.
-    settings: Settings = field(default_factory=Settings)
-    clients: SlurmClients = field(default_factory=lambda: SlurmClients(Settings()))
-    kube: Kube | None = None
-    lease: LeaderLease | None = None
-    clusters: dict[Key, _Cluster] = field(default_factory=dict)
-    # Per Node: the fingerprint of its last event that counted.
-    nodes_seen: dict[str, int] = field(default_factory=dict)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-
-def _memory(key: Key) -> _Cluster:
-    """The cluster's record, made on first sight (an event may name a cluster not seen yet)."""
-    return State.clusters.setdefault(key, _Cluster())
-
-
-def leading() -> bool:
-    """The one leader check: only the holder of the operator's Lease acts."""
-    return State.lease is not None and State.lease.is_leader
-
 
 async def _reconcile_key(key: Key) -> Result:
-    memory = _memory(key)
+    memory = cluster_memory(key)
     trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
     memory.triggers.clear()
     metrics.RECONCILES.labels(*key, trigger).inc()
@@ -158,28 +111,16 @@ async def _poll_key(key: Key) -> Result:
 
 CLUSTERS: WorkQueue[Key] = WorkQueue(_reconcile_key, name="slurmclusters", workers=WORKERS)
 POLLS: WorkQueue[Key] = WorkQueue(_poll_key, name="autoscale-polls")
-State = _OperatorState()
 
 
 def _mark(key: Key, trigger: str, *, debounce: bool = True) -> None:
     """Called from kopf's handler threads and from the event loop alike."""
-    memory = _memory(key)
+    memory = cluster_memory(key)
     memory.triggers.add(trigger)
     if debounce:
         CLUSTERS.add_debounced(key, memory.debounce)
     else:
         CLUSTERS.add(key)
-
-
-def label_keys() -> frozenset[str] | None:
-    """The Node label keys any cluster's config reads (None: all, until every
-    cluster has reconciled once)."""
-    keys: set[str] = set()
-    for memory in list(State.clusters.values()):
-        if memory.label_keys is None:
-            return None
-        keys |= memory.label_keys
-    return frozenset(keys)
 
 
 def _kube() -> Kube:
@@ -225,7 +166,7 @@ def cluster_event(
     if type == "DELETED":
         _forget(key)
         return
-    memory = _memory(key)
+    memory = cluster_memory(key)
     memory.debounce = float(
         (spec.get("topology") or {}).get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS)
     )
@@ -310,7 +251,9 @@ async def reconcile_now(key: Key) -> None:
         _mark(key, "lease", debounce=False)
 
 
-def _deliver(kube: Kube, snap: Snapshot, memory: _Cluster, configured: Configured | Plan) -> str:
+def _deliver(
+    kube: Kube, snap: Snapshot, memory: ClusterMemory, configured: Configured | Plan
+) -> str:
     """Write the config and remember it as the one in force; returns its hash."""
     assert configured.config_map is not None and configured.rendered is not None
     wanted = configured.rendered.hash
@@ -330,7 +273,7 @@ def reconcile(
     """One observe -> plan -> apply; returns when to come back (None: only on events)."""
     kube = _kube()
     key = (namespace, name)
-    memory = _memory(key)
+    memory = cluster_memory(key)
     started = time.monotonic()
     # Seconds per step, for the log line: where a slow reconcile spends its time.
     steps: dict[str, float] = {}

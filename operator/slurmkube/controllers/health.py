@@ -32,8 +32,9 @@ import kopf
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster, from_object
-from slurmkube.controllers import caches, handlers
+from slurmkube.controllers import caches
 from slurmkube.controllers.health_apply import Applied, HealthTarget, apply_health
+from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.observe import NodeEntry
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
@@ -112,7 +113,7 @@ def _keys() -> frozenset[str]:
 
 
 async def _pass(key: Key) -> Result:
-    kube = handlers.State.kube
+    kube = State.kube
     if kube is None or not caches.ready():
         return Result(requeue_after=1.0)
     if key not in HEALTH.clusters:
@@ -166,7 +167,7 @@ def node_event(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.startup()
 async def start_health(**_: Any) -> None:
-    HEALTH.task = asyncio.get_running_loop().create_task(PASSES.run(handlers.leading))
+    HEALTH.task = asyncio.get_running_loop().create_task(PASSES.run(leading))
 
 
 @kopf.on.cleanup()
@@ -227,7 +228,7 @@ def reconcile_health(kube: Kube, key: Key, nodes: Mapping[str, NodeEntry]) -> fl
     cluster = from_object(SlurmCluster, obj)
     annotations = obj["metadata"].get("annotations") or {}
     record = parse_record(annotations.get(wk.ANNOTATION_HEALTH))
-    rest = handlers.State.clients.rest(kube, cluster)
+    rest = State.clients.rest(kube, cluster)
     if rest is None:
         return SICK_SECONDS  # slurmrestd not up yet (or off): nothing can be acted on
     try:

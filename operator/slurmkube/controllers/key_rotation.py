@@ -32,7 +32,7 @@ from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.build.auth import key_set, key_set_keys
 from slurmkube.build.names import names_of
 from slurmkube.build.pod import SLURM_JWKS, SLURM_KEY
-from slurmkube.controllers import handlers
+from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.key_rotation import (
@@ -52,7 +52,7 @@ KEY_BYTES = 1024  # as the first slurm.key
 
 
 async def _pass(key: Key) -> Result:
-    kube = handlers.State.kube
+    kube = State.kube
     if kube is None:
         return Result(requeue_after=1.0)
     after = await asyncio.to_thread(rotate_keys, kube, key)
@@ -103,7 +103,7 @@ def cluster_event(
 
 @kopf.on.startup()
 async def start_key_rotation(**_: Any) -> None:
-    TASK.append(asyncio.get_running_loop().create_task(PASSES.run(handlers.leading)))
+    TASK.append(asyncio.get_running_loop().create_task(PASSES.run(leading)))
 
 
 @kopf.on.cleanup()
@@ -141,7 +141,7 @@ def rotate_keys(kube: Kube, key: Key) -> float | None:
     secret_name = names_of(cluster).auth
     secret = kube.get("v1", "Secret", secret_name, namespace)
     keys, current = _current(secret)
-    rest = handlers.State.clients.rest(kube, cluster)
+    rest = State.clients.rest(kube, cluster)
     if rest is None or not keys:
         return 5.0  # slurmrestd or the keys not there yet
     try:
@@ -159,7 +159,7 @@ def rotate_keys(kube: Kube, key: Key) -> float | None:
         current,
         starts,
         now=time.time(),
-        window=handlers.State.settings.propagation_seconds,
+        window=State.settings.propagation_seconds,
         new_kid=str(uuid.uuid4()),
     )
     try:
@@ -206,7 +206,7 @@ def _apply(
         for pod in kube.list("v1", "Pod", namespace, label_selector=selector):
             kube.annotate_pod(namespace, pod["metadata"]["name"], wk.ANNOTATION_KEY_SET, digest)
     if step.reload:
-        rest = handlers.State.clients.rest(kube, cluster)
+        rest = State.clients.rest(kube, cluster)
         if rest is None:
             raise SlurmError("slurmrestd is not up", operation="reconfigure")
         rest.reconfigure()

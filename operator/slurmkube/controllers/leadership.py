@@ -3,7 +3,7 @@ durations and shown as `slurmkube_leader`, and the guard for kopf handlers.
 
 kopf runs `standalone` (its peering is by priority, not a lease with these
 rules: two operators of equal priority both keep running), so every replica
-receives every handler call. The work queues ask `handlers.leading()` before
+receives every handler call. The work queues ask `memory.leading()` before
 each reconcile; delete handlers call `leader_only` first: a standby raises
 kopf.TemporaryError, so it neither acts nor lets kopf remove the finalizer,
 and the leader's handler does both.

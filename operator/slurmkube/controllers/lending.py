@@ -7,7 +7,7 @@ pod or a Node change (not a heartbeat) asks the bridge's work queue for a round
 lease labels has the SlurmCluster reconciled at once too (`handlers.reconcile_now`). One
 reconcile covers every AdmissionCheck whose controllerName is
 `slurmkube.io/slurm-reservation`, grouped by the SlurmCluster its parameters
-name. Only the leader reconciles (the operator's Lease, `handlers.State`).
+name. Only the leader reconciles (the operator's Lease, `memory.State`).
 
 Writes (`lending_apply`): the Slurm reservation (slurmrestd, or scontrol where its
 data_parser cannot write reservations, `RestClient`), the
@@ -41,6 +41,7 @@ from slurmkube.controllers.lending_observe import (
     observe_nodes,
     workloads_of,
 )
+from slurmkube.controllers.memory import State, label_keys, leading
 from slurmkube.controllers.queue import Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
@@ -80,7 +81,7 @@ ROUND = "round"
 
 
 async def _round(_: str) -> Result:
-    kube = handlers.State.kube
+    kube = State.kube
     if kube is None or not caches.ready():
         return Result(requeue_after=COALESCE_SECONDS)
     started = time.monotonic()
@@ -116,7 +117,7 @@ async def _node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
     caches.take(kwargs)
-    if node_changed(BRIDGE.nodes, type, body, handlers.label_keys()):
+    if node_changed(BRIDGE.nodes, type, body, label_keys()):
         ROUNDS.add(ROUND, COALESCE_SECONDS)
 
 
@@ -131,7 +132,7 @@ kopf.on.event("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"}, id="lending-po
 @kopf.on.startup()
 async def start_bridge(**_: Any) -> None:
     ROUNDS.add(ROUND)  # the first round finds what happened while the operator was away
-    BRIDGE.task = asyncio.get_running_loop().create_task(ROUNDS.run(handlers.leading))
+    BRIDGE.task = asyncio.get_running_loop().create_task(ROUNDS.run(leading))
 
 
 @kopf.on.cleanup()
@@ -205,8 +206,8 @@ def _reconcile_cluster(
     if obj is None:
         return (False, "ClusterNotFound", f"SlurmCluster {namespace}/{name} not found"), False
     cluster = from_object(SlurmCluster, obj)
-    writer = handlers.State.clients.scontrol(kube, cluster)
-    rest = handlers.State.clients.rest(kube, cluster)
+    writer = State.clients.scontrol(kube, cluster)
+    rest = State.clients.rest(kube, cluster)
     policies = tuple(c.policy for c in checks if c.policy is not None)
     # Jobs are read only when a policy may requeue them or a workload is being placed
     # (the sharing policy protects Slurm's queue): a deep queue makes /jobs/ costly.

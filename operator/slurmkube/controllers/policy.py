@@ -4,7 +4,7 @@ One work queue keyed by AllocationSource (namespace, name). A spec change
 (a new generation) adds the key at once; each sync asks to come back after
 `GATE_SECONDS`, the reaction time of the admission gates; an `http` source is
 asked again only every `spec.http.pollSeconds` (with its ETag). Only the
-leader syncs (`handlers.leading`).
+leader syncs (`memory.leading`).
 
 A sync: read the teams (`policy_sources`); a source that cannot be read or
 does not compile changes nothing (conditions say why). Else observe what
@@ -34,6 +34,7 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.allocation_source import AllocationSource
 from slurmkube.api.models import SlurmCluster, from_object
 from slurmkube.controllers import caches, handlers, lending
+from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.policy_apply import (
     emit,
     label_tiers,
@@ -97,7 +98,7 @@ TASKS: list[asyncio.Task[None]] = []
 
 
 async def _reconcile_key(key: Key) -> Result:
-    kube = handlers.State.kube
+    kube = State.kube
     if kube is None:
         return Result(requeue_after=1.0)
     workloads = _workloads_now()
@@ -141,14 +142,14 @@ def source_event(
 def source_deleted(namespace: str | None, name: str, **_: Any) -> None:
     """Its Kueue objects go (cluster-scoped queues cannot be owned by it); Slurm's
     accounts stay: they hold the teams' usage history."""
-    kube = handlers.State.kube
+    kube = State.kube
     if kube is not None:
         sync_kueue(kube, [], source_label(wk.namespace_or_default(namespace), name))
 
 
 @kopf.on.startup()
 async def start_policy(**_: Any) -> None:
-    TASKS.append(asyncio.get_running_loop().create_task(QUEUE.run(handlers.leading)))
+    TASKS.append(asyncio.get_running_loop().create_task(QUEUE.run(leading)))
 
 
 @kopf.on.cleanup()
@@ -263,7 +264,7 @@ def sync_source(
     cluster, skipped = _target(kube, obj, source)
     if workloads is None:
         workloads = tuple(lending_workloads(kube))
-    rest = None if cluster is None else handlers.State.clients.rest(kube, cluster)
+    rest = None if cluster is None else State.clients.rest(kube, cluster)
     jobs = _jobs(rest)
     observations = observe_teams(policy, jobs, workloads)
     _accrue(memory, policy, observations, now)
@@ -273,7 +274,7 @@ def sync_source(
     changes: tuple[SlurmChange, ...] = ()
     slurm_error = ""
     if cluster is not None:
-        client = handlers.State.clients.sacctmgr(kube, cluster)
+        client = State.clients.sacctmgr(kube, cluster)
         if client is None:
             slurm_error = "slurmdbd not reachable yet (its pod address or jwt.key)"
         else:

@@ -1,0 +1,90 @@
+"""What the operator remembers between reconciles, and the one leader check.
+
+Every controller (the SlurmCluster reconciler, the Kueue bridge, node health,
+allocation policy, key rotation, live goodput) reads the same `State`: the
+settings and Slurm clients the entry point installs, the Kubernetes client and
+the operator's Lease made at kopf's startup, and one record per SlurmCluster.
+It lives apart from the kopf handlers (`controllers/handlers.py`) so that
+reading it does not mean importing the SlurmCluster wiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from slurmkube.api.models import TopologySpec
+from slurmkube.controllers.clients import SlurmClients
+from slurmkube.controllers.settings import Settings
+from slurmkube.kube.client import Kube
+from slurmkube.kube.lease import LeaderLease
+from slurmkube.plan.reconfigure import ConfigClock
+from slurmkube.render.config import SlurmConfig
+
+DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
+
+Key = tuple[str, str]
+
+
+@dataclass
+class ClusterMemory:
+    """What the controller remembers of one SlurmCluster between reconciles."""
+
+    debounce: float = DEFAULT_DEBOUNCE_SECONDS
+    # The Node label keys its config reads; None until its first reconcile (all count).
+    label_keys: frozenset[str] | None = None
+    autoscaling: bool = False
+    # Its Slurm nodes are polled (plan.slurm_poll.polled).
+    polled: bool = False
+    # slurmctld's update_time of the last full node read (the poll asks what changed since).
+    nodes_read_at: int = 0
+    # Slurm answered the last poll (None: not polled yet).
+    poll_answered: bool | None = None
+    # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
+    # memory only: after an operator restart the whole window is waited again.
+    config_clock: ConfigClock | None = None
+    # The config last written: a reconcile writes its config before asking Slurm
+    # only when no line of this one leaves or shrinks (plan.holds.early_delivery_safe).
+    delivered: SlurmConfig | None = None
+    # Since when each node Slurm shows not responding was seen so (epoch seconds).
+    not_responding: dict[str, float] = field(default_factory=dict)
+    triggers: set[str] = field(default_factory=set)
+
+
+@dataclass
+class OperatorState:
+    """The operator's process-wide state; its one instance is `State`."""
+
+    # Installed by the entry point (`slurmkube operator`) before kopf starts.
+    settings: Settings = field(default_factory=Settings)
+    clients: SlurmClients = field(default_factory=lambda: SlurmClients(Settings()))
+    kube: Kube | None = None
+    lease: LeaderLease | None = None
+    clusters: dict[Key, ClusterMemory] = field(default_factory=dict)
+    # Per Node: the fingerprint of its last event that counted.
+    nodes_seen: dict[str, int] = field(default_factory=dict)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+State = OperatorState()
+
+
+def cluster_memory(key: Key) -> ClusterMemory:
+    """The cluster's record, made on first sight (an event may name a cluster not seen yet)."""
+    return State.clusters.setdefault(key, ClusterMemory())
+
+
+def leading() -> bool:
+    """The one leader check: only the holder of the operator's Lease acts."""
+    return State.lease is not None and State.lease.is_leader
+
+
+def label_keys() -> frozenset[str] | None:
+    """The Node label keys any cluster's config reads (None: all, until every
+    cluster has reconciled once)."""
+    keys: set[str] = set()
+    for memory in list(State.clusters.values()):
+        if memory.label_keys is None:
+            return None
+        keys |= memory.label_keys
+    return frozenset(keys)
