@@ -16,7 +16,7 @@ from slurmkube.plan.policy.observed import observed_entities
 from slurmkube.plan.policy.slurm_diff import SlurmChange
 from slurmkube.slurm.accounting import SacctmgrClient, accounting_client_config
 from slurmkube.slurm.errors import SlurmError
-from slurmkube.slurm.rest import JwtMinter
+from slurmkube.slurm.tokens import JwtMinter
 from slurmkube_local.local_slurm import slurm_prefix
 from slurmkube_local.local_slurmdbd import CLUSTER, HOST, LocalSlurmdbd, start_local_slurmdbd
 from tests.unit.policy_builders import TeamBuilder, policy, two_teams

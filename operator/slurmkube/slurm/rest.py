@@ -6,7 +6,7 @@ first use and the newest one slurmkube knows is used. Requests carry a JWT in
 `jwt.key` as Slurm's auth/jwt expects (HS256; `exp`, `iat`, `sun` =
 username; see jwt.html in the Slurm docs). Transient failures (connection
 errors, 502/503/504, which slurmrestd returns when slurmctld is down) are
-retried with backoff; nothing else is, and never a 4xx.
+retried with backoff; nothing else is, and never a 4xx (`slurm/rest_calls.py`).
 
 Reservations are created, updated and deleted over REST from v0.0.43 on (26.05),
 jobs requeued from v0.0.45 on (`rest_bodies.abilities`). 24.11's slurmrestd
@@ -18,16 +18,14 @@ composed with it, not derived from it, and reads stay on REST.
 from __future__ import annotations
 
 import logging
-import ssl
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from slurmkube.api import grammar
 from slurmkube.slurm import arguments
@@ -65,8 +63,8 @@ from slurmkube.slurm.parse import (
     update_time_of,
 )
 from slurmkube.slurm.protocol import ACTIVE_JOB_STATES, ReservationWriter
-from slurmkube.slurm.responses import check_response
-from slurmkube.slurm.tokens import JwtMinter
+from slurmkube.slurm.rest_calls import RestCalls, http_client
+from slurmkube.slurm.tokens import token_source
 
 __all__ = ["RestClient"]
 
@@ -103,33 +101,20 @@ class RestClient:
         ca_pem: bytes | None = None,
         server_name: str | None = None,
     ) -> None:
-        sources = [s for s in (token, jwt_key, jwt_key_file) if s is not None]
-        if len(sources) != 1:
-            raise ValueError("give exactly one of token, jwt_key, jwt_key_file")
-        self._token: Callable[[], str]
-        if token is not None:
-            self._token = lambda: token
-        elif jwt_key is not None:
-            self._token = JwtMinter(jwt_key, user)
-        else:
-            assert jwt_key_file is not None
-            self._token = JwtMinter.from_file(jwt_key_file, user)
+        minted = token_source(user, token=token, jwt_key=jwt_key, jwt_key_file=jwt_key_file)
         self._user = user
         self._reservations = reservations
         self._data_parser = data_parser
         self._version_lock = threading.Lock()
-        self._retrying = Retrying(
-            retry=retry_if_exception_type(SlurmUnreachable),
-            stop=stop_after_attempt(max(attempts, 1)),
-            wait=wait_exponential(multiplier=0.1, max=max_backoff),
-            reraise=True,
-        )
         self._url = url
-        # https: the certificate must chain to `ca_pem` (else the system's CAs) and name
-        # `server_name`, which a client dialling a pod's IP gives (SNI, not the URL's).
-        verify = ssl.create_default_context(cadata=ca_pem.decode() if ca_pem else None)
-        self._extensions = {"sni_hostname": server_name} if server_name else {}
-        self._http = httpx.Client(base_url=url, timeout=timeout, transport=transport, verify=verify)
+        self._http = http_client(url, timeout=timeout, transport=transport, ca_pem=ca_pem)
+        self._calls = RestCalls(
+            self._http,
+            minted,
+            attempts=attempts,
+            max_backoff=max_backoff,
+            server_name=server_name,
+        )
         # slurmrestd needs ~16 s to list 25,000 nodes: the full read gets its own
         # timeout, the calls whose answers do not grow with the fleet keep `timeout`.
         self._list_timeout = list_timeout
@@ -154,45 +139,13 @@ class RestClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- HTTP plumbing ---
-    def _send(
-        self,
-        method: str,
-        path: str,
-        operation: str,
-        body: Mapping[str, Any] | None = None,
-        convert: Converters | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> Mapping[str, Any]:
-        def attempt() -> Mapping[str, Any]:
-            try:
-                response = self._http.request(
-                    method,
-                    path,
-                    json=body,
-                    headers={"X-SLURM-USER-TOKEN": self._token()},
-                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
-                    extensions=self._extensions,
-                )
-            except httpx.TransportError as err:
-                raise SlurmUnreachable(
-                    f"slurmrestd at {self._http.base_url}: {type(err).__name__}: {err}",
-                    operation=operation,
-                ) from err
-            status, text = response.status_code, response.text
-            del response  # its bytes (~20 MB for 10,000 nodes) need not outlive the text
-            return check_response(status, text, operation, convert)
-
-        result: Mapping[str, Any] = self._retrying(attempt)
-        return result
-
+    # --- the data_parser in every path (each request: slurm/rest_calls.py) ---
     @property
     def data_parser(self) -> str:
         with self._version_lock:
             if self._data_parser is None:
                 self._data_parser = choose_data_parser(
-                    self._send("GET", "/openapi/v3", "detect data_parser version")
+                    self._calls.send("GET", "/openapi/v3", "detect data_parser version")
                 )
                 log.info("slurmrestd data_parser=%s", self._data_parser)
             return self._data_parser
@@ -208,7 +161,7 @@ class RestClient:
         timeout: float | None = None,
     ) -> Mapping[str, Any]:
         path = f"/slurm/{self.data_parser}{path}"
-        return self._send(method, path, operation, body, convert, timeout=timeout)
+        return self._calls.send(method, path, operation, body, convert, timeout=timeout)
 
     # --- controller ---
     def ping(self) -> tuple[ControllerPing, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jwt
@@ -38,3 +39,23 @@ class JwtMinter:
                 self._token = jwt.encode(claims, self._key, algorithm="HS256")
                 self._renew_at = now + self._lifespan / 2
             return self._token
+
+
+def token_source(
+    user: str,
+    *,
+    token: str | None = None,
+    jwt_key: bytes | None = None,
+    jwt_key_file: str | Path | None = None,
+) -> Callable[[], str]:
+    """Exactly one of `token` (used as is) or `jwt_key`/`jwt_key_file` (tokens
+    minted for `user`)."""
+    sources = [s for s in (token, jwt_key, jwt_key_file) if s is not None]
+    if len(sources) != 1:
+        raise ValueError("give exactly one of token, jwt_key, jwt_key_file")
+    if token is not None:
+        return lambda: token
+    if jwt_key is not None:
+        return JwtMinter(jwt_key, user)
+    assert jwt_key_file is not None
+    return JwtMinter.from_file(jwt_key_file, user)
