@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from slurmkube import SLURM_VERSION, __version__, cli_goodput
+from slurmkube import SLURM_VERSION, __version__, cli_goodput, cli_operator
 from slurmkube.api.documents import ClusterBundle, DocumentError, parse_cluster, parse_nodes
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.render import plan_config, render_files
@@ -223,56 +223,6 @@ def _policy_schema(_: argparse.Namespace) -> int:
     return 0
 
 
-def _operator(args: argparse.Namespace) -> int:
-    import asyncio
-    import logging
-
-    import kopf
-
-    # Importing registers the handlers: the SlurmCluster reconciler, the Kueue check,
-    # node health, the allocation policy, the live goodput exporter.
-    import slurmkube.controllers.goodput
-    import slurmkube.controllers.handlers
-    import slurmkube.controllers.health
-    import slurmkube.controllers.key_rotation
-    import slurmkube.controllers.lending
-    import slurmkube.controllers.memory
-    import slurmkube.controllers.policy
-    from slurmkube import metrics
-    from slurmkube.controllers import failpoints
-    from slurmkube.controllers.clients import SlurmClients
-    from slurmkube.controllers.settings import Settings
-
-    logging.basicConfig(
-        # The chart's values say `info`; logging knows only `INFO`.
-        level=os.environ.get("SLURMKUBE_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    if logging.getLogger().level > logging.DEBUG:
-        # "Handler ... succeeded" for every Node event: at 10,000
-        # Nodes most of the log, and a measurable share of the operator's CPU.
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    namespaces: list[str] = [] if args.all_namespaces else [str(args.namespace)]
-    # The environment is read here, once; the controllers receive what it says.
-    settings = Settings.from_environment(os.environ, os.getpid())
-    failpoints.arm(settings.failpoint)
-    slurmkube.controllers.memory.State.settings = settings
-    slurmkube.controllers.memory.State.clients = SlurmClients(settings)
-    metrics.serve(args.metrics_port)
-    asyncio.run(
-        kopf.operator(
-            namespaces=namespaces,
-            clusterwide=bool(args.all_namespaces),
-            # Port 0 means off: "http://0.0.0.0:0" would parse as port 80.
-            liveness_endpoint=(
-                f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
-            ),
-            standalone=True,
-        )
-    )
-    return 0
-
-
 def _version(_: argparse.Namespace) -> int:
     import kopf
     import pydantic
@@ -355,19 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--namespace", "-n", default="default")
     status.set_defaults(func=_policy_status)
 
-    operator = sub.add_parser("operator", help="run the operator (kopf)")
-    scope = operator.add_mutually_exclusive_group()
-    scope.add_argument(
-        "--namespace", default=os.environ.get("SLURMKUBE_WATCH_NAMESPACE", "default")
-    )
-    scope.add_argument("--all-namespaces", action="store_true")
-    operator.add_argument(
-        "--health-port", type=int, default=8080, help="kopf liveness /healthz port (0: off)"
-    )
-    operator.add_argument(
-        "--metrics-port", type=int, default=0, help="Prometheus /metrics port (0: off)"
-    )
-    operator.set_defaults(func=_operator)
+    cli_operator.add_parser(sub)
 
     version = sub.add_parser("version", help="print versions")
     version.set_defaults(func=_version)
