@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slurmkube.controllers.apply import config_in_force
+from slurmkube.controllers.reconfigure import config_in_force
 from slurmkube.plan.model import Plan
 from slurmkube.plan.reconfigure import ConfigClock
 from slurmkube.render import plan_config, render_files

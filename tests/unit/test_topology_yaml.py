@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from slurmkube.api.documents import ClusterBundle
 from slurmkube.api.grammar import InvalidValue
 from slurmkube.api.models import KubeNode
-from slurmkube.controllers.apply import topology_in_force
+from slurmkube.controllers.reconfigure import topology_in_force
 from slurmkube.plan.reconfigure import topologies_shown
 from slurmkube.plan.topology_status import topology_summary
 from slurmkube.render import plan_config, render_files

@@ -31,7 +31,7 @@ import kopf
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers import caches
-from slurmkube.controllers.apply import ConfigDelivery, apply_plan, deliver_config
+from slurmkube.controllers.apply import apply_plan, deliver_config
 from slurmkube.controllers.deletion import hold_while_jobs_run, remove_what_outlives
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.memory import (
@@ -50,6 +50,7 @@ from slurmkube.controllers.observe import (
     observe_rest,
 )
 from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.reconfigure import ConfigDelivery
 from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
