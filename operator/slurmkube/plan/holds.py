@@ -161,7 +161,7 @@ def is_stale(
 
 
 def registered_gres(hold: HeldNode) -> str:
-    """The Gres= value of a registered shape, as render/config.py spells it."""
+    """The Gres= value of a registered shape, as render/node_lines.py spells it."""
     if not hold.gpus:
         return ""
     return ":".join(["gpu", *([hold.gpu_type] if hold.gpu_type else []), str(hold.gpus)])
