@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurmkube.goodput.events import (
     Event,
@@ -36,8 +36,9 @@ from slurmkube.goodput.events import (
     Side,
 )
 from slurmkube.goodput.fairness import DecayedShares
-from slurmkube.goodput.formulas import SIZE_BUCKETS, jain_index, percentile, size_bucket
-from slurmkube.goodput.report import GoodputReport, StartTimes, Waste
+from slurmkube.goodput.formulas import jain_index
+from slurmkube.goodput.gangs import GangState, gang_stats
+from slurmkube.goodput.report import GoodputReport, Waste
 
 # Slurm's PriorityDecayHalfLife default (slurm.conf(5)): usage half a week ago counts half.
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
@@ -54,18 +55,6 @@ class _NodeState:
     up: bool = True
     in_transfer: bool = False
     allocated: int = 0
-
-
-@dataclass(slots=True)
-class _JobState:
-    submitted: JobSubmitted
-    queue: int  # pool * 2 + side
-    placed: list[str] = field(default_factory=list)
-    eligible: bool = True
-    whole_since: float | None = None
-    whole_s: float = 0.0
-    first_whole: float | None = None
-    ended: float | None = None
 
 
 class GoodputLedger:
@@ -92,7 +81,7 @@ class GoodputLedger:
         self._shares = DecayedShares(window, entitlements, half_life_s)
         self._now = -math.inf  # events may precede the window (jobs already running)
         self._nodes: dict[str, _NodeState] = {}
-        self._jobs: dict[str, _JobState] = {}
+        self._jobs: dict[str, GangState] = {}
         self._pools: dict[str, int] = {}
         # Queued (eligible, not fully placed) jobs by pool * 2 + side.
         self._queued: dict[int, int] = {}
@@ -182,7 +171,7 @@ class GoodputLedger:
         if e.job in self._jobs:
             raise ValueError(f"job {e.job!r} submitted twice")
         pool = self._pools.setdefault(e.pool, len(self._pools))
-        self._jobs[e.job] = _JobState(e, pool * 2 + _SIDE[e.side])
+        self._jobs[e.job] = GangState(e, pool * 2 + _SIDE[e.side])
         self._queue(self._jobs[e.job], +1)
         if self._shares.ask(e.team, e.gpus):
             self._entitlement_stale = True
@@ -223,7 +212,7 @@ class GoodputLedger:
 
     # --- bookkeeping ------------------------------------------------------------------
 
-    def _release(self, job: _JobState, t: float) -> None:
+    def _release(self, job: GangState, t: float) -> None:
         sub = job.submitted
         for name in job.placed:
             self._allocate(name, -sub.gpus_per_member)
@@ -253,7 +242,7 @@ class GoodputLedger:
         node.allocated = after
         self._account(node, +1)
 
-    def _queue(self, job: _JobState, delta: int) -> None:
+    def _queue(self, job: GangState, delta: int) -> None:
         before = self._queued.get(job.queue, 0)
         self._queued[job.queue] = before + delta
         if (before == 0) != (before + delta == 0):
@@ -352,22 +341,8 @@ class GoodputLedger:
         def share(x: float) -> float:
             return x / capacity if capacity > 0 else 0.0
 
-        waits: dict[str, list[float]] = {b: [] for b in SIZE_BUCKETS}
-        waits_64plus: list[float] = []
-        goodputs: list[tuple[float, int]] = []
-        for job in self._jobs.values():
-            sub = job.submitted
-            if not self._start <= sub.t <= self._end:
-                continue
-            if job.first_whole is not None:
-                wait = job.first_whole - sub.t
-                waits[size_bucket(sub.gpus)].append(wait)
-                if sub.gpus >= 64:
-                    waits_64plus.append(wait)
-            if job.ended is not None and job.ended > sub.t:
-                goodputs.append((job.whole_s / (job.ended - sub.t), sub.gpus))
+        gangs = gang_stats(self._jobs.values(), self._start, self._end)
         fairness = self._shares.shares(self._now)
-        gpu_weight = sum(g for _, g in goodputs)
         return GoodputReport(
             window_s=(self._start, self._end),
             capacity_gpu_s=capacity,
@@ -380,20 +355,13 @@ class GoodputLedger:
                 reserved_unused=share(sums["reserved"]),
                 fragmentation=share(sums["frag"]),
             ),
-            time_to_start={
-                b: StartTimes(len(w), percentile(w, 50), percentile(w, 95), percentile(w, 99))
-                for b, w in waits.items()
-            },
-            tts_p95_s_64plus=percentile(waits_64plus, 95),
-            gangs_finished=len(goodputs),
-            gang_goodput_mean=(sum(g for g, _ in goodputs) / len(goodputs))
-            if goodputs
-            else math.nan,
-            gang_goodput_gpu_weighted=(
-                sum(g * w for g, w in goodputs) / gpu_weight if gpu_weight else math.nan
-            ),
+            time_to_start=gangs.time_to_start,
+            tts_p95_s_64plus=gangs.tts_p95_s_64plus,
+            gangs_finished=gangs.finished,
+            gang_goodput_mean=gangs.goodput_mean,
+            gang_goodput_gpu_weighted=gangs.goodput_gpu_weighted,
             fairness=fairness,
             jain_index=jain_index([s.ratio for s in fairness.values()]),
             occupancy_series=tuple(self._series),
-            waits_by_bucket={b: tuple(sorted(w)) for b, w in waits.items()},
+            waits_by_bucket=gangs.waits_by_bucket,
         )
