@@ -199,6 +199,24 @@ def submit_kueue(kube: Kube, teams: tuple[Team, Team], jobs: int, seconds: int) 
             kube.apply(job, namespace=team.namespace)
 
 
+def queue_state(queue: Manifest) -> list[int | None]:
+    """[nominalQuota, borrowingLimit, GPUs reserved, of which borrowed]: whether the
+    policy's gates or Kueue's ordering decide a run's split."""
+    quota = gpu_quota(queue) if queue else {}
+    reserved = [
+        r
+        for f in queue.get("status", {}).get("flavorsReservation", [])
+        for r in f.get("resources", [])
+        if r.get("name") == fleet.GPU_RESOURCE
+    ]
+    return [
+        quota.get("nominalQuota"),
+        quota.get("borrowingLimit"),
+        int(reserved[0].get("total", 0)) if reserved else None,
+        int(reserved[0].get("borrowed", 0)) if reserved else None,
+    ]
+
+
 def gpu_quota(queue: Manifest) -> dict[str, Any]:
     quota = dict(queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0])
     quota.pop("name", None)
@@ -233,6 +251,7 @@ def progress(kube: Kube, cluster: str, teams: tuple[Team, Team]) -> dict[str, An
             "slurm": [running, pending],
             "kueue": [holding, waiting],
             "kueue_evicted": evicted,
+            "queue": queue_state(kube.get(KUEUE, "ClusterQueue", team.name) or {}),
         }
     return seen
 
