@@ -5,9 +5,9 @@
 #                           with accounting (slurmdbd over a host MariaDB, 4 slurmd pods,
 #                           16 GPUs), Kueue with 12 GPUs of kwok nodes for the teams, the
 #                           operator; teams A and B (weights 2:1) saturate both with 1-GPU
-#                           30 s jobs; GPU-seconds per team per scheduler over 10 minutes
-#                           after a 2-minute warm-up; each ratio A/B within 15% of 2.0.
-#                           FAIR_SHARE_ARGS="--minutes 15 --warmup 3" etc.
+#                           60 s jobs; GPU-seconds per team per scheduler over a 40-minute run
+#                           (all of it judged); each ratio A/B within 15% of 2.0.
+#                           FAIR_SHARE_ARGS="--minutes 60" etc.
 
 FAIR_SHARE_ARGS ?=
 

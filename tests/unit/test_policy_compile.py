@@ -21,7 +21,7 @@ from slurmkube.plan.policy import (
     kueue_configuration,
     sacctmgr_commands,
 )
-from slurmkube.plan.policy.kueue import nominal_quotas
+from slurmkube.plan.policy.shares import nominal_quotas
 from slurmkube.plan.policy.slurm_diff import SlurmChange
 from tests.unit.policy_builders import TeamBuilder, policy, two_teams
 

@@ -13,14 +13,14 @@ admission is gated:
   tier; Slurm starts no job that would take the account above it;
 - Kueue: the ClusterQueue's `nominalQuota` + `borrowingLimit` (kueue.py: the
   nominal is the team's share of the Cohort, at most the gate, and borrowing
-  fills up to the gate) and `stopPolicy: Hold` (admitted workloads run to
-  completion).
+  fills up to the gate, out of what the other teams neither use nor wait for:
+  shares.py) and `stopPolicy: Hold` (admitted workloads run to completion).
 At the budget's 120% both gates are the current use and Kueue holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from slurmkube.plan.policy.ledger import (
@@ -31,6 +31,7 @@ from slurmkube.plan.policy.ledger import (
     entitlement,
 )
 from slurmkube.plan.policy.model import Policy, TeamAllocation
+from slurmkube.plan.policy.shares import borrowable, nominal_quotas
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,9 @@ class KueueGate:
     """The WorkloadPriorityClass new workloads of the team should get."""
     reason: str = ""
     """Why the team's work is gated (the budget), on its ClusterQueue."""
+    borrowable: int | None = None
+    """GPUs of other teams' nominal quota the team may borrow now (shares.borrowable);
+    None: as much as the Cohort lends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +170,9 @@ def plan_all_gates(
     ledgers: dict[str, TeamUsage],
     carried: dict[str, float] | None = None,
 ) -> dict[str, TeamGates]:
-    """Every team's gates; a team nobody reported on uses nothing yet."""
-    return {
+    """Every team's gates; a team nobody reported on uses nothing yet. Kueue
+    borrowing is bounded by what the other teams neither use nor wait for."""
+    gates = {
         t.name: plan_gates(
             policy,
             t,
@@ -176,4 +181,11 @@ def plan_all_gates(
             (carried or {}).get(t.name, 0.0),
         )
         for t in policy.teams
+    }
+    shares = nominal_quotas(policy)
+    nominal: dict[str, int] = {n: min(shares[n], g.kueue.max_gpus) for n, g in gates.items()}
+    lendable = borrowable(policy, nominal, observations)
+    return {
+        name: replace(g, kueue=replace(g.kueue, borrowable=lendable[name]))
+        for name, g in gates.items()
     }

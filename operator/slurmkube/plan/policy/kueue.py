@@ -10,8 +10,10 @@ of that capacity (`nominal_quotas`), so quotas never add up past the fleet and
 two saturating teams each get their share. Kueue's fair sharing (the
 ClusterQueue's `fairSharing.weight`) orders only borrowing of idle quota, so a
 team that may borrow gets `borrowingLimit` = its gpus - its nominalQuota (it
-lends its idle quota); one that may not gets both limits at 0. The combined
-cap (gates.py) bounds nominalQuota + borrowingLimit, never only the nominal.
+lends its idle quota), at most what the other teams neither use nor wait for
+(shares.py: the policy never preempts, so lent quota would not come back while
+the borrower runs); one that may not gets both limits at 0. The combined cap
+(gates.py) bounds nominalQuota + borrowingLimit, never only the nominal.
 CPU and memory are unmetered; usage-based Admission Fair Sharing orders a
 team's own LocalQueues.
 
@@ -27,12 +29,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
 from slurmkube.api import well_known as wk
 from slurmkube.plan.policy.gates import KueueGate
 from slurmkube.plan.policy.model import Policy, TeamAllocation
+from slurmkube.plan.policy.shares import nominal_quotas
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
@@ -59,37 +61,6 @@ def _metadata(name: str, policy: Policy, **extra: str) -> dict[str, Any]:
     }
 
 
-def nominal_quotas(policy: Policy) -> dict[str, int]:
-    """Team -> nominalQuota: the Kueue capacity split by weight, integers adding up to it.
-
-    Water-filling: a team whose exact share reaches its own gpus gets its gpus and
-    the rest is split again among the others; the remaining exact shares are
-    rounded by largest remainder (ties by name). With the default capacity (the
-    sum of the teams' gpus) every team gets its gpus."""
-    capped = sum(t.gpus for t in policy.teams)
-    left = capped if policy.kueue_gpus is None else min(policy.kueue_gpus, capped)
-    quotas: dict[str, int] = {}
-    open_teams = list(policy.teams)
-    while open_teams:
-        weights = sum(t.weight for t in open_teams)
-        full = [t for t in open_teams if Fraction(left * t.weight, weights) >= t.gpus]
-        if not full:
-            break
-        for team in full:
-            quotas[team.name] = team.gpus
-            left -= team.gpus
-            open_teams.remove(team)
-    if not open_teams:
-        return quotas
-    weights = sum(t.weight for t in open_teams)
-    exact = {t.name: Fraction(left * t.weight, weights) for t in open_teams}
-    floors = {name: int(share) for name, share in exact.items()}
-    by_remainder = sorted(exact, key=lambda name: (-(exact[name] - floors[name]), name))
-    for name in by_remainder[: left - sum(floors.values())]:
-        floors[name] += 1
-    return quotas | floors
-
-
 def _quota(team: TeamAllocation, nominal_share: int, gate: KueueGate | None) -> dict[str, Any]:
     """nominalQuota and borrowingLimit: together never above the gate (what the team
     may hold on Kueue now), nominal never above the team's share of the Cohort."""
@@ -97,7 +68,11 @@ def _quota(team: TeamAllocation, nominal_share: int, gate: KueueGate | None) -> 
     nominal = min(nominal_share, limit)
     quota: dict[str, Any] = {"name": wk.RESOURCE_GPU, "nominalQuota": nominal}
     if team.borrowing:
-        quota["borrowingLimit"] = max(0, limit - nominal)
+        borrowing = max(0, limit - nominal)
+        if gate is not None and gate.borrowable is not None:
+            # Below what the team already borrowed is fine: Kueue evicts nothing for it.
+            borrowing = min(borrowing, gate.borrowable)
+        quota["borrowingLimit"] = borrowing
     else:
         quota["borrowingLimit"] = 0
         quota["lendingLimit"] = 0
