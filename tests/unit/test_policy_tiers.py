@@ -151,6 +151,22 @@ def test_no_label_names_a_class_the_cluster_does_not_have_yet() -> None:
     assert [(label.name, label.priority_class) for label in labels] == [("a", "normal")]
 
 
+def test_a_sync_labels_a_bounded_number_of_jobs_oldest_first() -> None:
+    """A burst of submissions is labelled over several syncs, the oldest Workloads of
+    every team first, so one sync never holds the quotas back for long."""
+    pol = _policy()
+    gates = plan_all_gates(pol, {}, {})
+    work = []
+    for i in range(30):
+        for ns in ("team-a", "team-b2"):
+            w = workload(f"{ns}-{i:02d}", ns)
+            w["metadata"]["creationTimestamp"] = f"2026-12-05T17:{i:02d}:00Z"
+            work.append(w)
+    labels = plan_policy_tier_labels(pol, gates, VALUES, list(reversed(work)), limit=10)
+    assert [label.name for label in labels] == [w["metadata"]["ownerReferences"][0]["name"]
+                                                for w in work[:10]]  # fmt: skip
+
+
 # --- a held team's waiting Slurm jobs say why (plan.policy.held) ---
 
 

@@ -31,6 +31,10 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 TIER_ANNOTATION = f"{wk.GROUP}/tier"
 # The owners whose label Kueue reads and that suspend while pending.
 LABELLED_OWNERS = frozenset({("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")})
+# Jobs labelled per sync, oldest Workloads first (the nearest to admission): at two
+# API calls each, a burst of a thousand submissions would otherwise hold the sync's
+# quota and GrpTRES updates back for minutes; the rest follow in the next syncs.
+LABELS_PER_SYNC = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,25 +97,38 @@ def plan_tier_labels(
     return out
 
 
+def _age(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = raw.get("metadata") or {}
+    return (
+        str(meta.get("creationTimestamp", "")),
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+    )
+
+
 def plan_policy_tier_labels(
     policy: Policy,
     gates: Mapping[str, TeamGates],
     values: Mapping[str, int],
     workloads: Iterable[Mapping[str, Any]],
+    limit: int = LABELS_PER_SYNC,
 ) -> list[TierLabel]:
     """Every team's labels: its pending Workloads (by namespace) get its gate's tier,
     once that WorkloadPriorityClass exists (`values`: those the cluster lists; a
-    label naming a missing one fails Kueue's reconcile of the job)."""
+    label naming a missing one fails Kueue's reconcile of the job). At most `limit`,
+    for the oldest Workloads."""
     pending: dict[str, list[Mapping[str, Any]]] = {t.name: [] for t in policy.teams}
     team_of = policy.namespace_teams()
-    for raw in workloads:
+    for raw in sorted(workloads, key=_age):
         team = team_of.get((raw.get("metadata") or {}).get("namespace", ""))
         if team is not None and workload_state(raw) == "pending":
             pending[team].append(raw)
     known = {**values, **{str(t.name): t.priority for t in policy.tiers if t.name in values}}
-    return [
-        label
+    labels = [
+        (_age(raw), label)
         for team, work in pending.items()
         if team in gates and gates[team].kueue.priority_class in known
-        for label in plan_tier_labels(gates[team].kueue.priority_class, known, work)
+        for raw in work
+        for label in plan_tier_labels(gates[team].kueue.priority_class, known, [raw])
     ]
+    return [label for _, label in sorted(labels, key=lambda pair: pair[0])[:limit]]
