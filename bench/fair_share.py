@@ -75,6 +75,7 @@ T = TypeVar("T")
 TARGET_RATIO = 2.0
 TOLERANCE = 0.15
 MIN_UTILIZATION = 0.75
+SUBMIT_CHUNK = 50  # job pairs per exec into slurmctld's pod
 # The sample's slurmd pods (local-0..3, 4 GPUs each); the runtime's local-4..7 are
 # powered-down CLOUD nodes that jobs are kept off (deployed_only).
 SLURM_NODES = 4
@@ -122,14 +123,19 @@ def within(ratio: float | None) -> bool:
 
 
 def submit_slurm(cluster: str, teams: tuple[Team, Team], jobs: int, seconds: int) -> int:
-    """`jobs` sbatch jobs per team, interleaved, in one exec (a shell loop in the pod)."""
+    """`jobs` sbatch jobs per team, interleaved, a shell loop of `SUBMIT_CHUNK` per exec
+    (a thousand in one exec outlast its timeout on a loaded machine)."""
     sbatch = (
         "sbatch --parsable -N1 -n1 -c1 --mem=256M --gres=gpu:1 -t 3 -o /dev/null "
         f"{' '.join(deployed_only())} --wrap 'sleep {seconds}'"
     )
     loop = "; ".join(f"{sbatch} -A {t.name}" for t in teams)
-    out = in_ctld(cluster, "sh", "-c", f"for i in $(seq {jobs}); do {loop}; done")
-    return len(out.split())
+    submitted = 0
+    for first in range(0, jobs, SUBMIT_CHUNK):
+        count = min(SUBMIT_CHUNK, jobs - first)
+        out = in_ctld(cluster, "sh", "-c", f"for i in $(seq {count}); do {loop}; done")
+        submitted += len(out.split())
+    return submitted
 
 
 def slurm_intervals(cluster: str, team: Team, now: float) -> list[Interval]:
