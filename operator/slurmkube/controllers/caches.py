@@ -18,11 +18,10 @@ import kopf
 
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import NodeEntry, node_entry, pod_view
+from slurmkube.controllers.queue import Key
 from slurmkube.kube.client import Manifest
 from slurmkube.plan.model import PodView
 from slurmkube.topology.fleet import node_fingerprint
-
-Key = tuple[str, str]
 
 
 @dataclass

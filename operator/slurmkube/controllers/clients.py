@@ -25,6 +25,7 @@ from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmrestd import CA_CERT, tls_secret_name
+from slurmkube.controllers.queue import Key
 from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube
 from slurmkube.render.config import TOPOLOGY_PLUGINS
@@ -37,7 +38,6 @@ from slurmkube.slurm.tokens import JwtMinter
 
 log = logging.getLogger(__name__)
 MAX_AGE_SECONDS = 600.0
-Key = tuple[str, str]
 
 
 def jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | None:

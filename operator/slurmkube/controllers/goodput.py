@@ -29,7 +29,7 @@ from slurmkube.controllers import caches, lending, policy
 from slurmkube.controllers.goodput_observe import JOB_STATES, FleetInputs, snapshot
 from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.observe import NodeEntry
-from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.goodput import DEFAULT_HALF_LIFE_S
 from slurmkube.goodput.live import LiveTranslator
 from slurmkube.goodput.live_ledger import LiveLedger
@@ -38,7 +38,6 @@ from slurmkube.metrics import goodput as metrics
 from slurmkube.slurm.errors import SlurmError
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]
 # Slurm reports submit, start and end times in whole seconds, rounded down. A tick
 # counts up to this far behind its clock, so a change its read just missed, seen
 # by the next tick with a time up to a second before this one, still goes in at

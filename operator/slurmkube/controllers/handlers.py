@@ -37,7 +37,6 @@ from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.memory import (
     DEFAULT_DEBOUNCE_SECONDS,
     ClusterMemory,
-    Key,
     State,
     cluster_memory,
     label_keys,
@@ -49,7 +48,7 @@ from slurmkube.controllers.observe import (
     observe,
     observe_rest,
 )
-from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.controllers.reconfigure import ConfigDelivery
 from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status

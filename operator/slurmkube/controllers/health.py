@@ -36,7 +36,7 @@ from slurmkube.controllers import caches
 from slurmkube.controllers.health_apply import Applied, HealthTarget, apply_health
 from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.observe import NodeEntry
-from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.conditions import timestamp, transition_time
 from slurmkube.plan.health import plan_health
@@ -70,7 +70,6 @@ from slurmkube.slurm.rest import RestClient
 from slurmkube.topology.fleet import node_signals
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]
 COALESCE_SECONDS: Final = 0.05
 RESYNC_SECONDS: Final = 30.0
 # While a node is checking, or an action failed: how soon to look again.

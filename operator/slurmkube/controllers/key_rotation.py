@@ -33,7 +33,7 @@ from slurmkube.build.auth import key_set, key_set_keys
 from slurmkube.build.names import names_of
 from slurmkube.build.pod import SLURM_JWKS, SLURM_KEY
 from slurmkube.controllers.memory import State, leading
-from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.key_rotation import (
     INITIAL_KID,
@@ -46,7 +46,6 @@ from slurmkube.plan.key_rotation import (
 from slurmkube.slurm.errors import SlurmError
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]
 RUNNING = frozenset({"RUNNING", "SUSPENDED", "STOPPED", "COMPLETING"})
 KEY_BYTES = 1024  # as the first slurm.key
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from slurmkube.api.models import TopologySpec
 from slurmkube.controllers.clients import SlurmClients
+from slurmkube.controllers.queue import Key
 from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube
 from slurmkube.kube.lease import LeaderLease
@@ -22,8 +23,6 @@ from slurmkube.plan.reconfigure import ConfigClock
 from slurmkube.render.config import SlurmConfig
 
 DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
-
-Key = tuple[str, str]
 
 
 @dataclass

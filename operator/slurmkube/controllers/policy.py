@@ -44,7 +44,7 @@ from slurmkube.controllers.policy_apply import (
     write_status,
 )
 from slurmkube.controllers.policy_sources import Fetched, SourceError, SourceReader
-from slurmkube.controllers.queue import Result, WorkQueue
+from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.policy import PolicyError, compile_kueue, compile_slurm, plan_all_gates
 from slurmkube.plan.policy.held import plan_hold_comments
@@ -73,7 +73,6 @@ GROUP, VERSION = wk.GROUP, "v1alpha1"
 GATE_SECONDS = 10.0
 # A gap longer than this (the operator was down) accrues no usage: nobody saw it.
 MAX_ACCRUE_SECONDS = 300.0
-Key = tuple[str, str]
 
 
 @dataclass

@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 
 from slurmkube.api.allocation_source import AllocationSource, SecretKeyRef, Team
+from slurmkube.controllers.queue import Key
 from slurmkube.kube.client import Kube
 from slurmkube.plan.policy.model import PolicyError
 from slurmkube.plan.policy.sources import SourceAnswers, teams_from_answers
 
 TIMEOUT_SECONDS = 10.0
 MAX_PAGES = 1000
-Key = tuple[str, str]
 
 
 class SourceError(Exception):

@@ -31,6 +31,7 @@ from slurmkube.topology.debounce import Burst, extend, settles_at
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
+Key = tuple[str, str]  # an object's (namespace, name): most queues' keys
 
 STANDBY_LOOK_SECONDS = 1.0
 
