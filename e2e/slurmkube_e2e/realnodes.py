@@ -26,7 +26,7 @@ import yaml
 from slurmkube_runtime.layout import BRIDGE, BRIDGE_IP, SUBNET
 from slurmkube_runtime.sandbox import ensure_bridge
 
-from slurmkube_e2e import cluster_dns, processes
+from slurmkube_e2e import cluster_dns, host_inotify, processes
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import LOOPBACK, Layout, go_module_dir, read_versions
 from slurmkube_e2e.realnode_config import (
@@ -376,6 +376,7 @@ class RealNodes:
         ensure_bridge()
         processes.start(self._relay())
         self._start_services()
+        self._ensure_inotify_room(nodes)
         for node in nodes:
             self._write_files(node, archive)
             self._make_cgroups(node)
@@ -386,6 +387,19 @@ class RealNodes:
             f"real nodes up in {time.monotonic() - start:.0f}s: {', '.join(n.name for n in nodes)}"
         )
         return [n.name for n in nodes]
+
+    def _ensure_inotify_room(self, nodes: list[RealNode]) -> None:
+        new = [n for n in nodes if processes.running_pid(self._process(n)) is None]
+        try:
+            raised = host_inotify.ensure_room(len(new))
+        except host_inotify.InotifyLimitError as e:
+            raise RealNodeError(str(e)) from e
+        for r in raised:
+            print(
+                "raised an inotify limit for new real nodes: "
+                f"sysctl={r.name} from={r.current} to={r.needed} in_use={r.in_use} "
+                f"new_nodes={len(new)}"
+            )
 
     def wait_ready(self, nodes: list[RealNode], timeout: float) -> None:
         kube = Kube(self.layout.kubeconfig)

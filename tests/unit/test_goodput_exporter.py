@@ -16,6 +16,7 @@ from slurmkube.controllers import policy as policy_controller
 from slurmkube.controllers.goodput_observe import kueue_gang, slurm_gang
 from slurmkube.controllers.observe import node_entry
 from slurmkube.goodput import Side
+from slurmkube.goodput.ledger import ENTITLEMENT_RESOLUTION_S
 from slurmkube.goodput.stranded import StrandGang, StrandNode, stranded_by_domain
 from slurmkube.metrics import REGISTRY
 from slurmkube.slurm.models import Job, Node, NodeList
@@ -384,6 +385,35 @@ def test_fair_share_follows_the_policy_teams_and_namespaces(
     assert sample(share, team="other", kind="usage") is None
     assert sample("slurmkube_goodput_fair_share_ratio", team="team-b") == pytest.approx(1.0)
     assert sample("slurmkube_goodput_fair_share_ratio", team="team-a") == pytest.approx(0.5)
+
+
+def test_a_new_clusters_fair_share_appears_one_entitlement_resolution_after_its_first_tick(
+    rest: FakeRest,
+) -> None:
+    # The first tick shares the fleet with no team known yet; jobs come at 1010 and
+    # the next sharing, by their demand, waits for the resolution to pass.
+    rest.nodes = [slurm_node(n) for n in ("n1", "n2", "n3", "n4")]
+    first, fair = 1000.0, "slurmkube_goodput_fair_share_ratio"
+    seen = []
+    for t in range(int(first), int(first + ENTITLEMENT_RESOLUTION_S) + 10, 2):
+        if t == 1010:
+            rest.jobs = [
+                job(
+                    1,
+                    "RUNNING",
+                    submit=1008,
+                    start=1009,
+                    nodes=("n1", "n2"),
+                    node_count=2,
+                    gpus_per_node=8,
+                ),
+                job(2, "PENDING", submit=1010, node_count=3, gpus_per_node=8),
+            ]
+            rest.nodes[:2] = [slurm_node("n1", "ALLOCATED"), slurm_node("n2", "ALLOCATED")]
+        tick(float(t), nodes=fleet_nodes())
+        seen.append((t, sample(fair, team="physics")))
+    appeared = next(t for t, value in seen if value is not None)
+    assert appeared == first + ENTITLEMENT_RESOLUTION_S + 2
 
 
 def test_a_returned_node_is_reserved_until_slurm_has_it_up(rest: FakeRest) -> None:

@@ -42,6 +42,8 @@ from slurmkube.goodput.report import GoodputReport, Waste
 
 # Slurm's PriorityDecayHalfLife default (slurm.conf(5)): usage half a week ago counts half.
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
+# How often, at most, the demand-capped entitlement is re-shared (class docstring).
+ENTITLEMENT_RESOLUTION_S = 60.0
 
 _SIDE = {Side.SLURM: 0, Side.KUBERNETES: 1}
 
@@ -75,7 +77,7 @@ class GoodputLedger:
         *,
         half_life_s: float = DEFAULT_HALF_LIFE_S,
         series_step_s: float = 3600.0,
-        entitlement_resolution_s: float = 60.0,
+        entitlement_resolution_s: float = ENTITLEMENT_RESOLUTION_S,
     ) -> None:
         self._start, self._end = window
         self._shares = DecayedShares(window, entitlements, half_life_s)
