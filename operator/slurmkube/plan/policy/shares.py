@@ -8,10 +8,10 @@ asks for: a workload admitted on borrowed quota keeps it until it finishes. So a
 team may borrow only quota its owner neither uses nor waits for (`borrowable`):
 idle quota of a team whose smallest waiting workload fits in it stays with that
 team, and the gate moves it within the policy's reaction time when the owner's
-queue changes. Without this, a 2:1 pair of saturating teams on Kueue ran at 7:5
-for minutes: one workload of the lighter team, admitted on the heavier team's
-quota while Kueue's BestEffortFIFO queue passed over the heavier team's head,
-held it turn after turn.
+queue changes. Kueue's own ordering (within nominal quota first) does not
+suffice: it admits at most one workload per ClusterQueue per scheduling cycle,
+so when two GPUs come free at once, a borrower takes the second while the
+owner's next workload waits.
 """
 
 from __future__ import annotations
