@@ -65,36 +65,37 @@ def current_class(raw: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def tier_label(allowed: str, values: Mapping[str, int], raw: Mapping[str, Any]) -> TierLabel | None:
+    """The label to write for one pending Workload of a team whose allowed tier is
+    `allowed` (`values`: class -> value, every WorkloadPriorityClass known); None:
+    its job keeps its class, or Kueue reads no label of its owner."""
+    limit = values[allowed]
+    meta = raw.get("metadata") or {}
+    owner = _owner(raw)
+    if owner is None or owner[:2] not in LABELLED_OWNERS:
+        return None
+    now = current_class(raw)
+    ours = now is not None and (meta.get("annotations") or {}).get(TIER_ANNOTATION) == now
+    above = now is not None and values.get(now, limit) > limit
+    if now == allowed or not (now is None or ours or above):
+        return None
+    return TierLabel(
+        namespace=str(meta.get("namespace", "")),
+        workload=str(meta.get("name", "")),
+        api_version=owner[0],
+        kind=owner[1],
+        name=owner[2],
+        priority_class=allowed,
+    )
+
+
 def plan_tier_labels(
     allowed: str,
     values: Mapping[str, int],
     pending: Iterable[Mapping[str, Any]],
 ) -> list[TierLabel]:
-    """Labels to write for one team's pending Workloads (`values`: class -> value,
-    every WorkloadPriorityClass known; `allowed` is one of them)."""
-    limit = values[allowed]
-    out = []
-    for raw in pending:
-        meta = raw.get("metadata") or {}
-        owner = _owner(raw)
-        if owner is None or owner[:2] not in LABELLED_OWNERS:
-            continue
-        now = current_class(raw)
-        ours = now is not None and (meta.get("annotations") or {}).get(TIER_ANNOTATION) == now
-        above = now is not None and values.get(now, limit) > limit
-        if now == allowed or not (now is None or ours or above):
-            continue
-        out.append(
-            TierLabel(
-                namespace=str(meta.get("namespace", "")),
-                workload=str(meta.get("name", "")),
-                api_version=owner[0],
-                kind=owner[1],
-                name=owner[2],
-                priority_class=allowed,
-            )
-        )
-    return out
+    """Labels to write for one team's pending Workloads (`tier_label` each)."""
+    return [label for raw in pending if (label := tier_label(allowed, values, raw)) is not None]
 
 
 def _age(raw: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -117,18 +118,23 @@ def plan_policy_tier_labels(
     once that WorkloadPriorityClass exists (`values`: those the cluster lists; a
     label naming a missing one fails Kueue's reconcile of the job). At most `limit`,
     for the oldest Workloads."""
-    pending: dict[str, list[Mapping[str, Any]]] = {t.name: [] for t in policy.teams}
-    team_of = policy.namespace_teams()
-    for raw in sorted(workloads, key=_age):
-        team = team_of.get((raw.get("metadata") or {}).get("namespace", ""))
-        if team is not None and workload_state(raw) == "pending":
-            pending[team].append(raw)
     known = {**values, **{str(t.name): t.priority for t in policy.tiers if t.name in values}}
-    labels = [
-        (_age(raw), label)
-        for team, work in pending.items()
-        if team in gates and gates[team].kueue.priority_class in known
-        for raw in work
-        for label in plan_tier_labels(gates[team].kueue.priority_class, known, [raw])
+    allowed = {
+        team: gate.kueue.priority_class
+        for team, gate in gates.items()
+        if gate.kueue.priority_class in known
+    }
+    team_of = policy.namespace_teams()
+    pending = [
+        (raw, allowed[team])
+        for raw in workloads
+        if (team := team_of.get((raw.get("metadata") or {}).get("namespace", ""))) in allowed
+        and workload_state(raw) == "pending"
     ]
-    return [label for _, label in sorted(labels, key=lambda pair: pair[0])[:limit]]
+    labels: list[TierLabel] = []
+    for raw, tier in sorted(pending, key=lambda item: _age(item[0])):
+        if len(labels) == limit:
+            break
+        if (label := tier_label(tier, known, raw)) is not None:
+            labels.append(label)
+    return labels
