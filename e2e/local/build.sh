@@ -14,6 +14,9 @@ mkdir -p "$cache/bin" "$cache/tools"
 
 hash=$(cd "$here" && { cat go.mod go.sum $(find cmd -name '*.go' | sort); grep -E '^(K8S|ETCD)_VERSION=' versions.env; } | sha256sum | cut -c1-12)
 dir="$cache/tools/slurmkube-k8s-$K8S_VERSION-$hash"
+# Worktrees and CI clones share the cache: one builds, the others wait and find it built.
+exec 9>"$cache/.slurmkube-k8s.lock"
+flock 9
 if [[ ! -x "$dir/slurmkube-k8s" ]]; then
   echo "building slurmkube-k8s (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION); takes a while on a cold cache"
   start=$SECONDS

@@ -16,6 +16,9 @@ mkdir -p "$cache/bin" "$cache/tools"
 install_tool() { # name module@version [version-variable[=value] set with -ldflags -X]
   local name=$1 pkg=$2 version=${2##*@} version_var=${3:-}
   local dir="$cache/tools/$name-$version"
+  # Worktrees and CI clones share the cache: one builds, the others wait and find it built.
+  exec 9>"$cache/.$name.lock"
+  flock 9
   if [[ ! -x "$dir/$name" ]]; then
     echo "building $name $version (go install $pkg)"
     local start=$SECONDS
@@ -27,6 +30,7 @@ install_tool() { # name module@version [version-variable[=value] set with -ldfla
     echo "built $name $version in $((SECONDS - start))s"
   fi
   ln -sfn "$dir/$name" "$cache/bin/$name"
+  exec 9>&-
 }
 
 tools=${*:-kwok kueue helm}

@@ -21,7 +21,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from slurmkube.api import grammar
-from slurmkube.api.meta import LenientModel, ObjectMeta, StrictModel
+from slurmkube.api.group_directory import GROUP_NAME_PATTERN, GroupDirectory, group_name
+from slurmkube.api.meta import LenientModel, ObjectMeta, SecretKeyRef, StrictModel
 from slurmkube.api.status import Condition
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -48,9 +49,12 @@ class TeamMembers(StrictModel):
     groups: list[str] = Field(
         default_factory=list,
         max_length=1_000,
-        json_schema_extra={"items": {"type": "string", "maxLength": 256}},
+        json_schema_extra={
+            "items": {"type": "string", "maxLength": 256, "pattern": GROUP_NAME_PATTERN}
+        },
     )
-    """Directory groups (recorded; expanding them to users is the source sync's job)."""
+    """Directory groups (spec.directory): their members are Slurm users of the team
+    too, read again every spec.directory.pollSeconds."""
 
     @field_validator("slurm_users")
     @classmethod
@@ -59,6 +63,14 @@ class TeamMembers(StrictModel):
         if len(set(users)) != len(users):
             raise ValueError("a user is listed twice")
         return users
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: list[str]) -> list[str]:
+        names = [group_name(g, f"[{i}]") for i, g in enumerate(v)]
+        if len(set(names)) != len(names):
+            raise ValueError("a group is listed twice")
+        return names
 
     @field_validator("namespaces")
     @classmethod
@@ -143,11 +155,6 @@ def _default_tiers() -> list[Tier]:
     ]
 
 
-class SecretKeyRef(StrictModel):
-    name: str = Field(max_length=253)
-    key: str = Field(max_length=253)
-
-
 class ColdFrontProject(StrictModel):
     """A project's account name, namespaces and quota, where its ColdFront allocation
     does not set them: the allocation's attributes (slurm_account_name, slurmkube_gpus,
@@ -222,6 +229,9 @@ class AllocationSourceSpec(StrictModel):
     coldfront: ColdFrontSource | None = None
     http: HttpSource | None = None
     inline: InlineSource | None = None
+    directory: GroupDirectory | None = None
+    """The LDAP directory teams' members.groups are read from; required when a team
+    names groups."""
     cluster_ref: str | None = Field(
         None, alias="clusterRef", max_length=63, json_schema_extra={"pattern": _DNS_LABEL}
     )

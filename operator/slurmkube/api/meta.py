@@ -17,6 +17,13 @@ class StrictModel(BaseModel):
     )
 
 
+class SecretKeyRef(StrictModel):
+    """One key of a Secret in the referring object's namespace."""
+
+    name: str = Field(max_length=253)
+    key: str = Field(max_length=253)
+
+
 _M = TypeVar("_M", bound=BaseModel)
 
 

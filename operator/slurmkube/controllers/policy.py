@@ -43,6 +43,7 @@ from slurmkube.controllers.policy_apply import (
     sync_slurm,
     write_status,
 )
+from slurmkube.controllers.policy_directory import DirectoryReader
 from slurmkube.controllers.policy_sources import Fetched, SourceError, SourceReader
 from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.kube.client import Kube, Manifest
@@ -93,6 +94,7 @@ class _Source:
 
 SOURCES: dict[Key, _Source] = {}
 READER = SourceReader()
+DIRECTORY = DirectoryReader()
 TASKS: list[asyncio.Task[None]] = []
 
 
@@ -127,6 +129,7 @@ def source_event(
         QUEUE.forget(key)
         SOURCES.pop(key, None)
         READER.forget(key)
+        DIRECTORY.forget(key)
         return
     memory = SOURCES.setdefault(key, _Source())
     # Our own status writes are events too; only a new spec (or the first sight) counts.
@@ -252,7 +255,10 @@ def sync_source(
     now = time.monotonic()
     try:
         source = load_allocation_source(obj, f"{namespace}/{name}")
-        policy = policy_from_source(source, _read(kube, source, memory, now).teams)
+        fetched = _read(kube, source, memory, now)
+        policy = policy_from_source(
+            source, DIRECTORY.with_groups(kube, key, source, fetched.teams, now)
+        )
     except (SourceError, PolicyError) as err:
         reason = err.reason if isinstance(err, SourceError) else "InvalidAllocations"
         write_status(kube, obj, SyncOutcome(source_error=(reason, str(err))), None, None)

@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 
-from slurmkube.api.allocation_source import AllocationSource, SecretKeyRef, Team
+from slurmkube.api.allocation_source import AllocationSource, Team
+from slurmkube.api.meta import SecretKeyRef
 from slurmkube.controllers.queue import Key
 from slurmkube.kube.client import Kube
 from slurmkube.plan.policy.model import PolicyError
@@ -82,7 +83,7 @@ class SourceReader:
         cf = spec.coldfront
         assert cf is not None, "the CRD and the model allow exactly one source"
         where = f"{name} spec.coldfront"
-        token = _secret(kube, namespace, cf.token_secret_ref, f"{where}.tokenSecretRef")
+        token = secret_value(kube, namespace, cf.token_secret_ref, f"{where}.tokenSecretRef")
         headers = {"Authorization": f"Token {token.decode().strip()}"}
         base = cf.url.rstrip("/")
         # DRF's router wants the trailing slash (without it Django answers a redirect).
@@ -106,7 +107,7 @@ def _teams(source: AllocationSource, answers: SourceAnswers) -> list[Team]:
     return teams
 
 
-def _secret(kube: Kube, namespace: str, ref: SecretKeyRef, where: str) -> bytes:
+def secret_value(kube: Kube, namespace: str, ref: SecretKeyRef, where: str) -> bytes:
     value = kube.secret_value(namespace, ref.name, ref.key)
     if not value:
         raise SourceError(
@@ -120,7 +121,7 @@ def _verify(
 ) -> ssl.SSLContext | bool:
     if ref is None:
         return True
-    pem = _secret(kube, namespace, ref, f"{where}.caSecretRef")
+    pem = secret_value(kube, namespace, ref, f"{where}.caSecretRef")
     try:
         return ssl.create_default_context(cadata=pem.decode())
     except (ssl.SSLError, ValueError) as err:
