@@ -8,6 +8,7 @@ wrong bind password, a filter metacharacter in a group name.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,12 +37,12 @@ WHERE = "AllocationSource fleet spec.directory"
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
     groups = {"ml-lab": (30001, ("alice", "bob"))}
-    named = {
+    named: dict[str, tuple[str, ...]] = {
         "vision": (user_dn("carol"), group_dn("ml-lab")),
         "all-labs": (
             group_dn("vision"),
             user_dn("dave"),
-            f"cn=gone,ou=people,dc=slurmkube,dc=test",
+            "cn=gone,ou=people,dc=slurmkube,dc=test",
         ),
         # A loop: the walk reads each group once.
         "loop-a": (group_dn("loop-b"), user_dn("erin")),
@@ -105,8 +106,6 @@ def test_an_unknown_group_is_an_error_naming_it(directory: Directory, group: str
 
 def test_another_ca_is_refused(directory: Directory, tmp_path: Path) -> None:
     other = Path(tmp_path)
-    import subprocess
-
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
          str(other / "k"), "-out", str(other / "c"), "-days", "1", "-subj", "/CN=other"],
