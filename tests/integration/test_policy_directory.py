@@ -36,7 +36,7 @@ WHERE = "AllocationSource fleet spec.directory"
 
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Directory]:
-    groups = {"ml-lab": (30001, ("alice", "bob"))}
+    groups: dict[str, tuple[int, tuple[str, ...]]] = {"ml-lab": (30001, ("alice", "bob"))}
     named: dict[str, tuple[str, ...]] = {
         "vision": (user_dn("carol"), group_dn("ml-lab")),
         "all-labs": (
