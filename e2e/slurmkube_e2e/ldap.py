@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from ldap3 import Connection, Server, Tls
 from slurmkube_runtime.layout import BRIDGE_IP, SLOT
 
 from slurmkube_e2e.processes import terminate
@@ -172,6 +174,18 @@ def _wait_for_tls(ca: Path, host: str, proc: subprocess.Popen[bytes], log: Path)
                     f"slapd not serving ldaps ({err}; exit {proc.poll()}):\n{tail}"
                 ) from err
             time.sleep(0.3)
+
+
+@contextmanager
+def admin(directory: Directory) -> Iterator[Connection]:
+    """A connection bound as the directory's admin, for the tests' live edits."""
+    uri = urlsplit(directory.uri)
+    server = Server(uri.hostname or "", port=uri.port, use_ssl=True,
+                    tls=Tls(ca_certs_data=directory.ca_pem))  # fmt: skip
+    with Connection(
+        server, directory.admin_dn, directory.admin_password, auto_bind=True
+    ) as connection:
+        yield connection
 
 
 @contextmanager

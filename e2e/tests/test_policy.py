@@ -1,7 +1,8 @@
 """The allocation policy live: an inline AllocationSource reaches the real slurmdbd
 (MariaDB behind it, read with sacctmgr inside the slurmctld pod) and the real
 Kueue within 30 s; a change and a removed user too; a hand edit is put back;
-a source that cannot be read changes nothing.
+a source that cannot be read changes nothing; teams' directory groups come from
+a real slapd and follow it.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from ldap3 import MODIFY_DELETE
 
-from slurmkube_e2e import policy
+from slurmkube_e2e import ldap, policy
 from slurmkube_e2e.accounting import accounted_cluster
 from slurmkube_e2e.kube import Kube, Manifest
+from slurmkube_e2e.ldap import LdapUser, group_dn, running_slapd, user_dn
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator_cluster import API, in_ctld
 from slurmkube_e2e.policy import associations, gpus_of, nominal_quota, qos_names
@@ -207,3 +211,71 @@ def test_a_source_that_cannot_be_read_changes_nothing(
         k for k in before_slurm if k[0].startswith("team-")
     }
     assert set(kueue_objects(kube, cluster)) == before_kueue
+
+
+LAB = (LdapUser("frank", 20001, 20001, "pw-f"), LdapUser("grace", 20002, 20002, "pw-g"),
+       LdapUser("heidi", 20003, 20003, "pw-h"))  # fmt: skip
+
+
+def test_directory_groups_become_slurm_users_and_follow_the_directory(
+    kube: Kube,
+    cluster: str,
+    team_namespaces: tuple[str, str],
+    applied: float,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """members.groups read from slapd (RFC 2307 and 2307bis, one nested); a member
+    removed in the directory leaves Slurm; a directory that stops answering changes
+    nothing."""
+    groups: dict[str, tuple[int, tuple[str, ...]]] = {"ml-lab": (30001, ("frank", "grace"))}
+    named: dict[str, tuple[str, ...]] = {"vision": (user_dn("heidi"), group_dn("ml-lab"))}
+    root = Path(tmp_path_factory.mktemp("slapd"))
+    with running_slapd(root, LAB, groups, named_groups=named) as served:
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "directory", "namespace": cluster},
+                "stringData": {"ca.crt": served.ca_pem, "password": served.bind_password},
+            }
+        )
+        teams = initial_teams(*team_namespaces)
+        teams[0]["members"]["groups"] = ["ml-lab"]
+        teams[1]["members"]["groups"] = ["vision"]
+        directory = {
+            "uri": served.uri,
+            "baseDN": served.base_dn,
+            "bindDN": served.bind_dn,
+            "bindPasswordSecretRef": {"name": "directory", "key": "password"},
+            "caSecretRef": {"name": "directory", "key": "ca.crt"},
+            "pollSeconds": 5,
+        }
+        kube.apply(allocation_source(cluster, teams, directory=directory))
+        from_groups = {("team-a", "frank"), ("team-a", "grace"), ("team-b", "heidi"),
+                       ("team-b", "frank"), ("team-b", "grace")}  # fmt: skip
+        eventually(
+            "the groups' members as associations",
+            lambda: associations(cluster),
+            lambda a: from_groups <= a.keys() and ("team-a", "alice") in a,
+            timeout=REACTION_SECONDS,
+        )
+        with ldap.admin(served) as edit:
+            assert edit.modify(group_dn("ml-lab"), {"memberUid": [(MODIFY_DELETE, ["grace"])]})
+        started = time.monotonic()
+        eventually(
+            "grace's associations gone from both teams",
+            lambda: associations(cluster),
+            lambda a: (
+                not {("team-a", "grace"), ("team-b", "grace")} & a.keys()
+                and ("team-a", "frank") in a
+            ),
+            timeout=REACTION_SECONDS,
+        )
+        assert time.monotonic() - started < REACTION_SECONDS
+        before = {k for k in associations(cluster) if k[0].startswith("team-")}
+    # slapd stopped: the sync reports it and keeps what is applied.
+    source = source_with(kube, cluster, "SourceReachable", "False")
+    message = (condition(source, "SourceReachable") or {}).get("message", "")
+    assert "spec.directory.uri" in message
+    time.sleep(12)
+    assert {k for k in associations(cluster) if k[0].startswith("team-")} == before

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ldap3 import MODIFY_ADD, MODIFY_DELETE, Connection, Server, Tls
+from ldap3 import MODIFY_ADD, MODIFY_DELETE
 
 from slurmkube.api.group_directory import GroupDirectory
 from slurmkube.controllers.policy_directory import Credentials, read_groups
@@ -22,6 +22,7 @@ from slurmkube_e2e.ldap import (
     PORT,
     Directory,
     LdapUser,
+    admin,
     group_dn,
     running_slapd,
     user_dn,
@@ -82,18 +83,16 @@ def test_posix_groups_groups_of_names_and_nesting(directory: Directory) -> None:
 
 
 def test_a_live_edit_is_read_again(directory: Directory) -> None:
-    tls = Tls(ca_certs_data=directory.ca_pem)
-    server = Server(HOST, port=PORT, use_ssl=True, tls=tls)
-    with Connection(server, directory.admin_dn, directory.admin_password, auto_bind=True) as admin:
-        assert admin.modify(group_dn("ml-lab"), {"memberUid": [(MODIFY_DELETE, ["bob"])]})
-        assert admin.modify(group_dn("vision"), {"member": [(MODIFY_ADD, [user_dn("erin")])]})
+    with admin(directory) as edit:
+        assert edit.modify(group_dn("ml-lab"), {"memberUid": [(MODIFY_DELETE, ["bob"])]})
+        assert edit.modify(group_dn("vision"), {"member": [(MODIFY_ADD, [user_dn("erin")])]})
     try:
         read = read_groups(spec(directory), secrets(directory), ["ml-lab", "vision"], WHERE)
         assert read == {"ml-lab": ("alice",), "vision": ("alice", "carol", "erin")}
     finally:
-        with Connection(server, directory.admin_dn, directory.admin_password, auto_bind=True) as a:
-            a.modify(group_dn("ml-lab"), {"memberUid": [(MODIFY_ADD, ["bob"])]})
-            a.modify(group_dn("vision"), {"member": [(MODIFY_DELETE, [user_dn("erin")])]})
+        with admin(directory) as edit:
+            edit.modify(group_dn("ml-lab"), {"memberUid": [(MODIFY_ADD, ["bob"])]})
+            edit.modify(group_dn("vision"), {"member": [(MODIFY_DELETE, [user_dn("erin")])]})
 
 
 @pytest.mark.parametrize("group", ["no-such-group", "*", "ml-lab)(cn=*"])
