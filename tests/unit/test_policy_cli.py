@@ -132,3 +132,16 @@ def test_plan_of_a_live_source_without_its_answers_exits_2(
     code, _, err = run(capsys, "policy", "plan", "--source", path)
     assert code == 2
     assert "spec.http: its teams come from a live sync" in err
+
+
+def test_plan_names_the_groups_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team = TeamBuilder("ml").gpus(2).users("ann").obj()
+    team["members"]["groups"] = ["ml-lab", "vision"]
+    doc = tmp_path / "teams.json"
+    doc.write_text(json.dumps({"teams": [team]}))
+    code, out, _ = run(capsys, "policy", "plan", "--source", str(doc))
+    assert code == 0
+    assert "# ml: the members of groups ml-lab, vision join its users at each sync" in out
+    assert "sacctmgr -i add user Name=ann Account=ml" in out

@@ -28,6 +28,12 @@ def plan_text(policy: Policy, observed: Iterable[SlurmEntity] = ()) -> str:
         "# slurm.conf",
     ]
     lines += [f"#   {key}={value}" for key, value in slurm.config]
+    lines += [
+        f"# {t.name}: the members of groups {', '.join(t.groups)} join its users at each "
+        "sync (spec.directory; not read here)"
+        for t in policy.teams
+        if t.groups
+    ]
     lines.append("# sacctmgr (one command per line; argument lists, quoted here for reading)")
     for change in diff_slurm(slurm.entities, observed):
         lines.append(f"#   {shlex.join(sacctmgr_argv(change))}")
