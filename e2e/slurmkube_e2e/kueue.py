@@ -24,6 +24,9 @@ from typing import Any
 
 import yaml
 
+from slurmkube.api.allocation_source import AllocationSourceSpec
+from slurmkube.plan.policy.kueue import admission_fair_sharing
+
 Manifest = dict[str, Any]
 
 KUEUE_NAMESPACE = "kueue-system"
@@ -140,6 +143,9 @@ def render_cert_secret(ca_crt: bytes, ca_key: bytes, tls_crt: bytes, tls_key: by
     }
 
 
+DEFAULT_HALF_LIFE_HOURS: int = AllocationSourceSpec.model_fields["half_life_hours"].default
+
+
 def render_configuration(
     *,
     webhook_port: int,
@@ -166,4 +172,8 @@ def render_configuration(
         # The visibility API server would need an APIService and a fixed cert path.
         "featureGates": {"VisibilityOnDemand": False},
         "integrations": {"frameworks": list(frameworks)},
+        # The allocation policy's part at its default half-life (docs/policy.md): its
+        # ClusterQueues admit by usage. Kueue's fairSharing stays off: it would
+        # reorder every cohort of the suite, not only the policy's.
+        "admissionFairSharing": admission_fair_sharing(DEFAULT_HALF_LIFE_HOURS),
     }

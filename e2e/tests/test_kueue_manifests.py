@@ -76,6 +76,9 @@ def test_configuration_binds_everything_to_loopback() -> None:
     assert config["metrics"]["bindAddress"].startswith("127.0.0.1:")
     assert config["health"]["healthProbeBindAddress"].startswith("127.0.0.1:")
     assert config["featureGates"]["VisibilityOnDemand"] is False
+    # The allocation policy's usage-based admission, at its default half-life.
+    assert config["admissionFairSharing"]["usageHalfLifeTime"] == "168h"
+    assert "fairSharing" not in config
 
 
 def test_kwok_job_pods_complete_after_their_annotated_runtime() -> None:

@@ -24,7 +24,7 @@ from slurmkube_e2e.kube import Kube, Manifest
 from slurmkube_e2e.ldap import LdapUser, group_dn, running_slapd, user_dn
 from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.operator_cluster import API, in_ctld
-from slurmkube_e2e.policy import associations, gpus_of, nominal_quota, qos_names
+from slurmkube_e2e.policy import KUEUE, associations, gpus_of, nominal_quota, qos_names
 from slurmkube_e2e.waiting import condition, eventually, has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -130,6 +130,28 @@ def test_an_inline_source_reaches_slurm_and_kueue_within_30s(
     ).stdout
     assert "Synced=True" in printed
     assert any(line.split()[:2] == ["team-a", "8"] for line in printed.splitlines())
+
+
+def test_kueue_keeps_admission_fair_sharing_usage_for_the_teams_queues(
+    kube: Kube, cluster: str, team_namespaces: tuple[str, str], applied: float
+) -> None:
+    """The test bed's Kueue runs with the policy's admissionFairSharing (unset,
+    the ClusterQueues' usage-based admission would silently do nothing)."""
+
+    def with_usage_status(namespace: str, name: str) -> bool:
+        queue = kube.get(KUEUE, "LocalQueue", name, namespace) or {}
+        fair = (queue.get("status") or {}).get("fairSharing") or {}
+        return "admissionFairSharingStatus" in fair
+
+    eventually(
+        "both teams' LocalQueues with an admission fair sharing status",
+        lambda: [
+            with_usage_status(team_namespaces[0], "team-a"),
+            with_usage_status(team_namespaces[1], "team-b"),
+        ],
+        all,
+        timeout=REACTION_SECONDS,
+    )
 
 
 def test_slurmctld_runs_with_the_policys_keys(kube: Kube, cluster: str, applied: float) -> None:

@@ -209,10 +209,16 @@ def kueue_configuration(policy: Policy) -> dict[str, Any]:
         "fairSharing": {
             "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
         },
-        "admissionFairSharing": {
-            "usageHalfLifeTime": f"{policy.half_life_hours}h",
-            "usageSamplingInterval": USAGE_SAMPLING_INTERVAL,
-            # Usage is GPUs, as on Slurm's side; unweighted, memory's bytes would swamp it.
-            "resourceWeights": {wk.RESOURCE_GPU: 1.0, **{r: 0.0 for r in UNMETERED}},
-        },
+        "admissionFairSharing": admission_fair_sharing(policy.half_life_hours),
+    }
+
+
+def admission_fair_sharing(half_life_hours: int) -> dict[str, Any]:
+    """Kueue's `admissionFairSharing` with Slurm's half-life (unset, Kueue's
+    usage-based admission does nothing)."""
+    return {
+        "usageHalfLifeTime": f"{half_life_hours}h",
+        "usageSamplingInterval": USAGE_SAMPLING_INTERVAL,
+        # Usage is GPUs, as on Slurm's side; unweighted, memory's bytes would swamp it.
+        "resourceWeights": {wk.RESOURCE_GPU: 1.0, **{r: 0.0 for r in UNMETERED}},
     }
