@@ -130,3 +130,23 @@ def test_a_wrong_bind_password_is_refused(directory: Directory) -> None:
         read_groups(spec(directory), secrets(directory, "not-it"), ["ml-lab"], WHERE)
     assert raised.value.reason == "DirectoryBindFailed"
     assert directory.bind_dn in raised.value.message
+
+
+def test_a_member_dn_without_its_uid_is_read_for_it(directory: Directory) -> None:
+    """A `cn=<full name>` DN, as many directories name people: its uid is read."""
+    person = f"cn=Zoe Park,ou=people,{directory.base_dn}"
+    with admin(directory) as edit:
+        assert edit.add(
+            person,
+            ["inetOrgPerson", "posixAccount"],
+            {"cn": "Zoe Park", "sn": "Park", "uid": "zoe", "uidNumber": 20101,
+             "gidNumber": 20101, "homeDirectory": "/home/zoe"},
+        )  # fmt: skip
+        assert edit.add(group_dn("design"), ["groupOfNames"], {"cn": "design", "member": person})
+    try:
+        read = read_groups(spec(directory), secrets(directory), ["design"], WHERE)
+        assert read == {"design": ("zoe",)}
+    finally:
+        with admin(directory) as edit:
+            edit.delete(group_dn("design"))
+            edit.delete(person)

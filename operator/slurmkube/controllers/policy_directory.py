@@ -51,8 +51,10 @@ from slurmkube.plan.policy.groups import (
 )
 
 TIMEOUT_SECONDS = 10
-_GROUP_CLASSES = frozenset({"posixgroup", "groupofnames", "groupofuniquenames"})
-_ATTRIBUTES = ("objectClass", "uid", "memberUid", "member", "uniqueMember")
+# RFC 2307 and 2307bis groups, and Active Directory's `group`.
+_GROUP_CLASSES = ("posixGroup", "groupOfNames", "groupOfUniqueNames", "group")
+# A user's login name: `uid`, or Active Directory's `sAMAccountName`.
+_ATTRIBUTES = ("objectClass", "uid", "sAMAccountName", "memberUid", "member", "uniqueMember")
 
 
 class _VerifyingTls(Tls):  # type: ignore[misc]
@@ -84,10 +86,10 @@ def _values(attributes: dict[str, Any], name: str) -> tuple[str, ...]:
 def _entry(answer: dict[str, Any]) -> DirectoryEntry:
     attributes = answer.get("attributes") or {}
     classes = {c.lower() for c in _values(attributes, "objectClass")}
-    uids = _values(attributes, "uid")
+    uids = _values(attributes, "uid") or _values(attributes, "sAMAccountName")
     return DirectoryEntry(
         dn=str(answer["dn"]),
-        is_group=bool(classes & _GROUP_CLASSES),
+        is_group=bool(classes & {c.lower() for c in _GROUP_CLASSES}),
         uid=uids[0] if uids else None,
         member_uids=_values(attributes, "memberUid"),
         member_dns=_values(attributes, "member") + _values(attributes, "uniqueMember"),
@@ -106,8 +108,7 @@ class _Ldap:
         return [_entry(a) for a in self._connection.response if a.get("type") == "searchResEntry"]
 
     def group(self, name: str) -> DirectoryEntry | None:
-        classes = "".join(f"(objectClass={c})" for c in ("posixGroup", "groupOfNames",
-                                                         "groupOfUniqueNames"))  # fmt: skip
+        classes = "".join(f"(objectClass={c})" for c in _GROUP_CLASSES)
         query = f"(&(cn={escape_filter_chars(name)})(|{classes}))"
         ambiguous = GroupError(f"group {name!r}: more than one group of that name")
         try:
