@@ -119,3 +119,34 @@ def test_a_token_from_another_key_is_refused(
 def test_a_command_that_is_not_sacctmgr_is_refused(sacctmgr: SacctmgrClient) -> None:
     with pytest.raises(ValueError, match="not a sacctmgr command"):
         sacctmgr.run(["scontrol", "show", "config"])
+
+
+def test_a_user_in_two_teams_leaves_either_or_both(sacctmgr: SacctmgrClient) -> None:
+    """Slurm refuses to delete a user's default account while the user has another
+    association; a member of two teams (their groups, say) can still leave either."""
+
+    def teams(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[SlurmEntity, ...]:
+        return compile_slurm(
+            policy(
+                TeamBuilder("team-a").gpus(8).users(*a).obj(),
+                TeamBuilder("team-b").gpus(4).users(*b).obj(),
+            )
+        ).entities
+
+    def users() -> set[tuple[str, str]]:
+        return {(r[0], r[1]) for r in _rows(sacctmgr, "assoc", "Account,User") if r[1] == "grace"}
+
+    for a, b, expected in [
+        (("grace",), ("grace",), {("team-a", "grace"), ("team-b", "grace")}),
+        ((), ("grace",), {("team-b", "grace")}),  # the default account goes first
+        (("grace",), ("grace",), {("team-a", "grace"), ("team-b", "grace")}),
+        ((), (), set()),
+        (("grace",), (), {("team-a", "grace")}),
+        ((), ("grace",), {("team-b", "grace")}),  # moves: added, default moved, deleted
+        ((), (), set()),
+    ]:
+        desired = teams(a, b)
+        defaults = sacctmgr.show_default_accounts()
+        apply(sacctmgr, diff_slurm(desired, observe(sacctmgr), None, defaults))
+        assert users() == expected
+        assert diff_slurm(desired, observe(sacctmgr)) == ()

@@ -162,6 +162,40 @@ def test_a_removed_team_is_deleted_users_first_then_account_then_qos() -> None:
     ]
 
 
+def _teams_with(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[SlurmEntity, ...]:
+    return compile_slurm(
+        policy(
+            TeamBuilder("team-a").gpus(8).users(*a).obj(),
+            TeamBuilder("team-b").gpus(4).users(*b).obj(),
+        )
+    ).entities
+
+
+def test_a_users_default_account_moves_before_its_association_goes() -> None:
+    """Slurm refuses to delete a user's default account while another association is left."""
+    before = _teams_with(("grace",), ("grace",))
+    # Leaving team-a, the default: the default moves to team-b first.
+    argvs = sacctmgr_commands(
+        diff_slurm(_teams_with((), ("grace",)), before, None, {"grace": "team-a"})
+    )
+    assert argvs == [
+        ["sacctmgr", "-i", "modify", "user", "where", "Name=grace", "set", "DefaultAccount=team-b"],
+        ["sacctmgr", "-i", "delete", "user", "where", "Name=grace", "Account=team-a"],
+    ]
+    # Leaving both: the default association is deleted last, nothing to move to.
+    argvs = sacctmgr_commands(diff_slurm(_teams_with((), ()), before, None, {"grace": "team-a"}))
+    assert [a[-1] for a in argvs] == ["Account=team-b", "Account=team-a"]
+    # Moving from team-a to team-b: added, made the default, then the old one deleted.
+    only_a = _teams_with(("grace",), ())
+    argvs = sacctmgr_commands(
+        diff_slurm(_teams_with((), ("grace",)), only_a, None, {"grace": "team-a"})
+    )
+    assert [a[2] for a in argvs if "grace" in " ".join(a)] == ["add", "modify", "delete"]
+    # Leaving a team that is not the default: nothing moves.
+    changes = diff_slurm(_teams_with(("grace",), ()), before, None, {"grace": "team-a"})
+    assert [c.action for c in changes] == ["delete"]
+
+
 def test_commands_are_argument_lists_with_names_in_name_fields() -> None:
     commands = sacctmgr_commands(diff_slurm(compile_slurm(two_teams()).entities, ()))
     assert ["sacctmgr", "-i", "add", "user", "Name=alice", "Account=team-a"] in commands

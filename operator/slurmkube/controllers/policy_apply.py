@@ -44,9 +44,10 @@ def sync_slurm(
         observed = observed_entities(
             client.show_qos(), client.show_accounts(), client.show_associations()
         )
+        defaults = client.show_default_accounts()
     except SlurmError as err:
         return (), f"reading slurmdbd: {err}"
-    changes = diff_slurm(desired, observed, last_applied)
+    changes = diff_slurm(desired, observed, last_applied, defaults)
     for change in changes:
         try:
             client.run(sacctmgr_argv(change))

@@ -28,6 +28,7 @@ __all__ = ["SacctmgrClient", "accounting_client_config"]
 QOS_FIELDS = ("Name", "Priority", "Preempt", "GrpTRESMins", "Flags", "Description")
 ACCOUNT_FIELDS = ("Account", "Descr", "Org")
 ASSOCIATION_FIELDS = ("Account", "User", "Fairshare", "GrpTRES", "QOS", "DefaultQOS")
+USER_FIELDS = ("User", "DefaultAccount")
 
 
 def accounting_client_config(cluster_name: str, dbd_host: str, dbd_port: int) -> str:
@@ -101,3 +102,7 @@ class SacctmgrClient:
 
     def show_associations(self) -> list[dict[str, str]]:
         return self.show("assoc", ASSOCIATION_FIELDS)
+
+    def show_default_accounts(self) -> dict[str, str]:
+        """User -> default account (Slurm will not delete that association first)."""
+        return {r["User"]: r["DefaultAccount"] for r in self.show("user", USER_FIELDS)}

@@ -55,6 +55,7 @@ def diff_slurm(
     desired: Iterable[SlurmEntity],
     observed: Iterable[SlurmEntity],
     last_applied: Iterable[SlurmEntity] | None = None,
+    default_accounts: Mapping[str, str] | None = None,
 ) -> tuple[SlurmChange, ...]:
     """Changes that make `observed` what `desired` says, in an order sacctmgr accepts."""
     want = {e.key: e for e in desired}
@@ -74,23 +75,58 @@ def diff_slurm(
         if changed:
             drift = last is not None and key in last and last[key].attrs != current.attrs
             changes.append(SlurmChange("modify", entity, changed, drift))
-    for key, entity in have.items():
-        if key not in want and _owned(entity, owned_accounts):
-            changes.append(
-                SlurmChange("delete", entity, drift=last is not None and key not in last)
+    deletes = [e for k, e in have.items() if k not in want and _owned(e, owned_accounts)]
+    for entity in deletes:
+        changes.append(
+            SlurmChange("delete", entity, drift=last is not None and entity.key not in last)
+        )
+    defaults = default_accounts or {}
+    changes += _default_moves(deletes, want, have, defaults)
+    return tuple(sorted(changes, key=lambda c: _order(c, defaults)))
+
+
+def _default_moves(
+    deletes: Iterable[SlurmEntity],
+    want: Mapping[tuple[str, str, str], SlurmEntity],
+    have: Mapping[tuple[str, str, str], SlurmEntity],
+    defaults: Mapping[str, str],
+) -> list[SlurmChange]:
+    """Slurm refuses to delete a user's default account while the user has another
+    association: move the default to one the user keeps (one it is given first)."""
+    gone = {(e.name, e.account) for e in deletes if e.kind == "user"}
+    moves = []
+    for user in sorted({name for name, _ in gone}):
+        default = defaults.get(user)
+        if (user, default) not in gone:
+            continue
+        given = sorted(e.account for e in want.values() if e.kind == "user" and e.name == user)
+        kept = sorted(
+            e.account
+            for e in have.values()
+            if e.kind == "user" and e.name == user and (user, e.account) not in gone
+        )
+        if given or kept:
+            entity = SlurmEntity("user", user)
+            moves.append(
+                SlurmChange("modify", entity, (("DefaultAccount", default, (given or kept)[0]),))
             )
-    return tuple(sorted(changes, key=_order))
+    return moves
 
 
-def _order(change: SlurmChange) -> tuple[int, int, str, str]:
+def _order(change: SlurmChange, defaults: Mapping[str, str]) -> tuple[int, int, str, str]:
     # Adds and modifies: QOS, then accounts, then users (each refers to the one before);
-    # QOS by ascending priority, since a QOS's Preempt list names lower ones.
-    # Deletes the other way round, after every add and modify.
+    # QOS by ascending priority, since a QOS's Preempt list names lower ones. A user's
+    # default account moves once its new association exists. Deletes the other way
+    # round, after every add and modify; a user's default account last.
     kind = _ORDER[change.entity.kind]
+    e = change.entity
     if change.action == "delete":
-        return (1, -kind, change.entity.name, change.entity.account)
-    priority = int(change.entity.attr("Priority") or 0)
-    return (0, kind, f"{priority:012d}{change.entity.name}", change.entity.account)
+        last = "~" if e.kind == "user" and defaults.get(e.name) == e.account else ""
+        return (2, -kind, e.name, last + e.account)
+    if e.kind == "user" and not e.account:
+        return (1, kind, e.name, "")
+    priority = int(e.attr("Priority") or 0)
+    return (0, kind, f"{priority:012d}{e.name}", e.account)
 
 
 def _checked(argv: list[str]) -> list[str]:
@@ -107,7 +143,8 @@ def _pairs(attrs: Iterable[tuple[str, str]]) -> list[str]:
 def sacctmgr_argv(change: SlurmChange) -> list[str]:
     """One change as `sacctmgr -i ...` arguments (no shell, never a string)."""
     e = change.entity
-    user = [f"Account={e.account}"] if e.kind == "user" else []
+    # A user's association, or (no account) the user itself: its default account.
+    user = [f"Account={e.account}"] if e.kind == "user" and e.account else []
     where = ["where", f"Name={e.name}", *user]
     if change.action == "add":
         # An add without Preempt=: an empty list is the default, and sacctmgr's
