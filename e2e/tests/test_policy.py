@@ -136,22 +136,28 @@ def test_kueue_keeps_admission_fair_sharing_usage_for_the_teams_queues(
     kube: Kube, cluster: str, team_namespaces: tuple[str, str], applied: float
 ) -> None:
     """The test bed's Kueue runs with the policy's admissionFairSharing (unset,
-    the ClusterQueues' usage-based admission would silently do nothing)."""
+    the ClusterQueues' usage-based admission would silently do nothing). Kueue
+    keeps a LocalQueue's usage once its ClusterQueue is active: its flavor exists."""
+    flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}
+    kube.apply(flavor)
 
     def with_usage_status(namespace: str, name: str) -> bool:
         queue = kube.get(KUEUE, "LocalQueue", name, namespace) or {}
         fair = (queue.get("status") or {}).get("fairSharing") or {}
         return "admissionFairSharingStatus" in fair
 
-    eventually(
-        "both teams' LocalQueues with an admission fair sharing status",
-        lambda: [
-            with_usage_status(team_namespaces[0], "team-a"),
-            with_usage_status(team_namespaces[1], "team-b"),
-        ],
-        all,
-        timeout=REACTION_SECONDS,
-    )
+    try:
+        eventually(
+            "both teams' LocalQueues with an admission fair sharing status",
+            lambda: [
+                with_usage_status(team_namespaces[0], "team-a"),
+                with_usage_status(team_namespaces[1], "team-b"),
+            ],
+            all,
+            timeout=REACTION_SECONDS,
+        )
+    finally:
+        kube.delete(KUEUE, "ResourceFlavor", "default-flavor")
 
 
 def test_slurmctld_runs_with_the_policys_keys(kube: Kube, cluster: str, applied: float) -> None:
