@@ -11,6 +11,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 cache=${SLURMKUBE_CACHE:-$HOME/.cache/slurmkube}
 mkdir -p "$cache/bin" "$cache/tools"
+# shellcheck source=publish-tool.sh
+source "$here/publish-tool.sh"
 
 hash=$(cd "$here" && { cat go.mod go.sum $(find cmd -name '*.go' | sort); grep -E '^(K8S|ETCD)_VERSION=' versions.env; } | sha256sum | cut -c1-12)
 dir="$cache/tools/slurmkube-k8s-$K8S_VERSION-$hash"
@@ -26,10 +28,12 @@ if [[ ! -x "$dir/slurmkube-k8s" ]]; then
     ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  mkdir -p "$dir.tmp"
+  # A folder of this run's own: checkouts on one machine share the cache and may
+  # build the same hash at once; rename(2) publishes it whole (publish_tool).
+  tmp=$(mktemp -d "$dir.tmp.XXXXXX")
   (cd "$here" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$ldflags" \
-    -o "$dir.tmp/slurmkube-k8s" ./cmd/slurmkube-k8s)
-  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    -o "$tmp/slurmkube-k8s" ./cmd/slurmkube-k8s)
+  publish_tool "$tmp" "$dir" slurmkube-k8s
   echo "built slurmkube-k8s in $((SECONDS - start))s"
 fi
 ln -sfn "$dir/slurmkube-k8s" "$cache/bin/slurmkube-k8s"

@@ -12,6 +12,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 cache=${SLURMKUBE_CACHE:-$HOME/.cache/slurmkube}
 mkdir -p "$cache/bin" "$cache/tools"
+# shellcheck source=publish-tool.sh
+source "$here/publish-tool.sh"
 
 install_tool() { # name module@version [version-variable[=value] set with -ldflags -X]
   local name=$1 pkg=$2 version=${2##*@} version_var=${3:-}
@@ -25,8 +27,10 @@ install_tool() { # name module@version [version-variable[=value] set with -ldfla
     local ldflags="-s"
     if [[ $version_var == *=* ]]; then ldflags+=" -X $version_var"
     elif [[ -n $version_var ]]; then ldflags+=" -X $version_var=$version"; fi
-    GOBIN="$dir.tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install -trimpath -ldflags="$ldflags" "$pkg"
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    local tmp
+    tmp=$(mktemp -d "$dir.tmp.XXXXXX")
+    GOBIN="$tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install -trimpath -ldflags="$ldflags" "$pkg"
+    publish_tool "$tmp" "$dir" "$name"
     echo "built $name $version in $((SECONDS - start))s"
   fi
   ln -sfn "$dir/$name" "$cache/bin/$name"
