@@ -98,7 +98,7 @@ e2e-real:
 # priority requeue): these files are what the target is for.
 E2E_REAL8_TESTS := test_topology_tree.py test_topology_follows_fleet.py \
 	test_node_health.py test_node_health_domains.py test_kueue_bridge.py \
-	test_lent_node_health.py test_kueue_bridge_sharing.py
+	test_lent_node_health.py test_kueue_bridge_sharing.py test_autoscaling.py
 e2e-real8:
 	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real REAL_NODES=8 \
 		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL8_TESTS))" \
