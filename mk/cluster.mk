@@ -82,12 +82,14 @@ e2e-extended:
 	@$(MAKE) --no-print-directory e2e-local E2E_PYTEST_ARGS="-m extended -s"
 
 # The Slurm e2e tests whose clusters fit on four real kubelets, run there with the
-# production defaults (SLURMKUBE_E2E_NODES=real; docs/local-kubernetes.md).
+# production defaults (SLURMKUBE_E2E_NODES=real; docs/local-kubernetes.md, "What
+# runs where"). The extended ones (key rotation, the policy budget and combined
+# cap) run with E2E_PYTEST_ARGS="-m extended".
 E2E_REAL_TESTS := test_accounting.py test_policy.py \
 	test_cluster_deletion.py test_busy_pod_guard.py test_lost_slurmd_pod.py \
 	test_operator_slurm.py test_operator_crash.py test_operator_ha.py \
 	test_slurmctld_state.py test_goodput_prometheus.py test_key_rotation.py \
-	test_chaos.py
+	test_policy_budget.py test_policy_combined_cap.py test_chaos.py
 e2e-real:
 	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real \
 		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL_TESTS))"
@@ -98,7 +100,7 @@ e2e-real:
 # priority requeue): these files are what the target is for.
 E2E_REAL8_TESTS := test_topology_tree.py test_topology_follows_fleet.py \
 	test_node_health.py test_node_health_domains.py test_kueue_bridge.py \
-	test_lent_node_health.py test_kueue_bridge_sharing.py
+	test_lent_node_health.py test_kueue_bridge_sharing.py test_autoscaling.py
 e2e-real8:
 	@$(MAKE) --no-print-directory e2e-local E2E_NODES=real REAL_NODES=8 \
 		E2E_TESTS="$(addprefix e2e/tests/,$(E2E_REAL8_TESTS))" \

@@ -24,7 +24,7 @@ from slurmkube_e2e.operator_cluster import (
     API,
     LOCAL,
     ON_REAL_NODES,
-    REAL_IMAGE,
+    POD_IMAGE,
     TOLERATE,
     docs,
     in_ctld,
@@ -37,9 +37,6 @@ LEASE = "slurmkube.io/lease"
 RESERVATION_PREFIX = "slurmkube-"
 CLIQUE = "nvidia.com/gpu.clique"
 GPUS_PER_NODE = 4  # every local runtime node and real node
-# A workload's container: the runtime runs any image name; a real node only those
-# imported at `make real-nodes`.
-JOB_IMAGE = REAL_IMAGE if ON_REAL_NODES else "slurmkube/slurm:24.11.5"
 # Two pods to a node must fit beside slurmctld's request: a real node has the
 # host's CPUs (two here), a runtime node sixteen.
 JOB_CPU = "500m" if ON_REAL_NODES else "1"
@@ -212,7 +209,7 @@ def gpu_job(name: str, pods: int, seconds: float, gpus: int = GPUS_PER_NODE) -> 
                     "containers": [
                         {
                             "name": "main",
-                            "image": JOB_IMAGE,
+                            "image": POD_IMAGE,
                             "command": ["sleep", str(seconds)],
                             "resources": {
                                 "limits": {

@@ -32,8 +32,13 @@ API = "slurmkube.io/v1alpha1"
 NODES_ENV = "SLURMKUBE_E2E_NODES"
 ON_REAL_NODES = os.environ.get(NODES_ENV, "local") == "real"
 REAL_IMAGE = "localhost/slurmkube/slurm:26.05"
+# A plain pod's container on the sample's nodes: the runtime runs any image name;
+# a real node only those imported at `make real-nodes`.
+POD_IMAGE = REAL_IMAGE if ON_REAL_NODES else "slurmkube/slurm:24.11.5"
 # The sample NodeSet's slurmd pods: the first NVLink domain of eight nodes.
 SAMPLE_REPLICAS = 4
+# The local runtime's nodes (docs/local-runtime.md): two NVLink domains of four.
+RUNTIME_NODES = 8
 if ON_REAL_NODES:
     LOCAL = {"e2e.slurmkube.io/fleet": REAL_FLEET}
     TOLERATE = [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
@@ -140,6 +145,13 @@ def slurm_node(index: int) -> str:
     if not ON_REAL_NODES:
         return f"local-{index}"
     return _real_nodes()[index].name
+
+
+def sample_nodes() -> list[str]:
+    """Every node the sample's NodeSet selects, in `slurm_node` order: the runtime's
+    local-0..7, or every real node."""
+    count = len(_real_nodes()) if ON_REAL_NODES else RUNTIME_NODES
+    return [slurm_node(i) for i in range(count)]
 
 
 def nvlink_domain_size() -> int:

@@ -1,12 +1,16 @@
-"""Autoscaling from Slurm's demand, with the real daemons on the local runtime's nodes.
+"""Autoscaling from Slurm's demand, with the real daemons on eight nodes.
 
-A NodeSet of the eight local nodes (two NVLink blocks of four) starts at zero
-slurmd pods. Slurm's power saving picks the nodes for each job; the operator
-creates their pods, and removes them once Slurm powers idle nodes down. A
-node Slurm may not have (cordoned; lent to Kueue goes the same way) is never
-resumed, a burst stays within maxNodes, and a
-resume whose pod cannot start ends with the node DOWN, a Warning event and
-the job requeued. Short power-saving times keep the module near three minutes.
+A NodeSet of eight nodes (two NVLink blocks of four: the local runtime's, or
+eight real kubelets with `make e2e-real8`; `slurm_node` names them) starts at
+zero slurmd pods. Slurm's power saving picks the nodes for each job; the
+operator creates their pods, and removes them once Slurm powers idle nodes
+down. A node Slurm may not have (cordoned; lent to Kueue goes the same way) is
+never resumed, a burst stays within maxNodes and resumes only the nodes its
+jobs fill (sized from the CPUs Slurm counts per node: 16 on the runtime, the
+host's on a real node), and a resume whose pod cannot start (a pod holds all
+of the node's GPUs, so the scheduler never binds the slurmd pod) ends with the
+node DOWN, a Warning event and the job requeued. Short power-saving times keep
+the module near three minutes.
 """
 
 from __future__ import annotations
@@ -20,26 +24,36 @@ from typing import Any
 import pytest
 from kubernetes.dynamic.exceptions import DynamicApiError
 
+from slurmkube.slurm.hostlist import expand
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator_cluster import (
     API,
+    POD_IMAGE,
     TOLERATE,
     autoscaled_docs,
     in_ctld,
     job_state,
     ready_cluster,
+    sample_nodes,
     wait_job,
 )
-from slurmkube_e2e.waiting import wait_for, wait_for_list, wait_gone
+from slurmkube_e2e.waiting import wait_for, wait_for_list
 
 pytestmark = pytest.mark.e2e
 
+NODE = sample_nodes()
+if len(NODE) != 8:
+    pytest.skip(
+        f"needs two NVLink blocks of four nodes, found {len(NODE)}: make e2e-real8",
+        allow_module_level=True,
+    )
+SECOND_BLOCK = set(NODE[4:])
 # A node Slurm may not have: cordoned here. A node lent to Kueue takes the same
 # path (observe's `unavailable`), but a lease label without a live Workload is
 # collected by the Kueue bridge at once, so the test cannot fake one.
-LENT = "local-1"
-BLOCKED = "local-3"
+LENT = NODE[1]
+BLOCKED = NODE[3]
 SLURMD = "app.kubernetes.io/name=slurmd"
 
 
@@ -68,6 +82,13 @@ def sinfo(namespace: str) -> dict[str, tuple[str, str]]:
     out = in_ctld(namespace, "sinfo", "-h", "-N", "-o", "%N|%T|%E")
     rows = [line.split("|") for line in out.splitlines() if line.strip()]
     return {name: (state, reason) for name, state, reason in rows}
+
+
+def cpus_per_node(namespace: str) -> int:
+    """The fewest CPUs Slurm counts on one node (sinfo's %c): a runtime node's 16, a
+    real node's allocatable CPUs."""
+    out = in_ctld(namespace, "sinfo", "-h", "-N", "-o", "%c")
+    return min(int(line) for line in out.split())
 
 
 def powered(namespace: str) -> set[str]:
@@ -106,7 +127,7 @@ def gpu_hog(namespace: str, node: str) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "hog",
-                    "image": "slurmkube/slurm:24.11.5",
+                    "image": POD_IMAGE,
                     "command": ["sleep", "600"],
                     "resources": {"limits": {"nvidia.com/gpu": "4"}},
                 }
@@ -135,7 +156,7 @@ def slurm(kube: Kube, operator: None) -> Iterator[str]:
 def test_cluster_starts_at_zero_with_every_node_powered_down(kube: Kube, slurm: str) -> None:
     assert slurmd_nodes(kube, slurm) == set()
     states = sinfo(slurm)
-    assert len(states) == 8
+    assert len(states) == len(NODE)
     # The lent node is held drained so Slurm never picks it; the rest wait as idle~.
     assert states.pop(LENT)[1].startswith("slurmkube: not available to Slurm")
     assert {s for s, _ in states.values()} == {"idle~"}
@@ -145,10 +166,10 @@ def test_segment_job_resumes_exactly_one_whole_block_and_completes(kube: Kube, s
     job = in_ctld(
         slurm, "sbatch", "--parsable", "-N4", "--segment=4", "--wrap", "srun hostname"
     ).strip()
-    # local-1 is lent, so block local-[0-3] cannot hold the job: Slurm resumes the other.
+    # LENT is in the first block, so that block cannot hold the job: Slurm resumes the other.
     nodes = wait_job(slurm, job, {"COMPLETED"}, timeout=120)
-    assert nodes == "local-[4-7]"
-    assert slurmd_nodes(kube, slurm) <= {"local-4", "local-5", "local-6", "local-7"}
+    assert set(expand(nodes)) == SECOND_BLOCK, nodes
+    assert slurmd_nodes(kube, slurm) <= SECOND_BLOCK
     assert LENT not in powered(slurm)
     # After SuspendTime idle, Slurm powers them down and the operator removes the pods.
     wait_for_list(
@@ -161,7 +182,7 @@ def test_segment_job_resumes_exactly_one_whole_block_and_completes(kube: Kube, s
         timeout=120,
     )
     wait_autoscaling(kube, slurm, lambda a: a.get("up") == 0 and a["suspending"] == 0, 60)
-    assert all(sinfo(slurm)[f"local-{i}"][0] == "idle~" for i in range(4, 8))
+    assert all(sinfo(slurm)[n][0] == "idle~" for n in SECOND_BLOCK)
     # Scale-down failed nothing and requeued nothing.
     assert job_state(slurm, job)[0] == "COMPLETED"
     assert restarts(slurm)[job] == 0
@@ -171,11 +192,13 @@ def test_burst_resumes_no_more_than_max_nodes_and_no_more_than_needed(
     kube: Kube, slurm: str
 ) -> None:
     kube.apply(autoscaled_docs(slurm, maxNodes=3, keepWholeBlocks=False)[1])
-    # Three nodes offered; the other four free ones are held drained meanwhile.
-    wait_autoscaling(kube, slurm, lambda a: a.get("held") == 5, 60)
+    # Three nodes offered; the other four free ones (and LENT) are held drained meanwhile.
+    wait_autoscaling(kube, slurm, lambda a: a.get("held") == len(NODE) - 3, 60)
+    # More one-CPU jobs than one node holds, fewer than two do: 20 on 16-CPU nodes.
+    cpus = cpus_per_node(slurm)
     jobs = [
         in_ctld(slurm, "sbatch", "--parsable", "-n1", "--wrap", "sleep 5").strip()
-        for _ in range(20)
+        for _ in range(cpus + max(1, cpus // 4))
     ]
     most: set[str] = set()
     deadline = time.monotonic() + 180
@@ -188,7 +211,7 @@ def test_burst_resumes_no_more_than_max_nodes_and_no_more_than_needed(
     done = states(slurm, jobs)
     ran = {nodes for _, nodes in done.values()}
     assert {state for state, _ in done.values()} == {"COMPLETED"}
-    # 20 one-CPU jobs fit two 16-CPU nodes: Slurm packs them and resumes only those.
+    # The jobs fit two nodes: Slurm packs them and resumes only those.
     assert len(most) <= 2, most
     assert ran <= most | {""}, (ran, most)
     counts = restarts(slurm)
@@ -219,7 +242,15 @@ def test_failed_resume_marks_the_node_down_warns_and_requeues_the_job(
     # Slurm requeued the job: pending again, not failed, not lost.
     assert job_state(slurm, job)[0] == "PENDING"
     assert restarts(slurm)[job] >= 1
-    wait_gone(kube, "v1", "Pod", f"local-{BLOCKED}", namespace=slurm, timeout=60)
+    wait_for_list(
+        kube,
+        "v1",
+        "Pod",
+        lambda pods: not pods,
+        namespace=slurm,
+        label_selector=f"{SLURMD},slurmkube.io/node={BLOCKED}",
+        timeout=60,
+    )
     in_ctld(slurm, "scancel", job)
 
 
