@@ -235,10 +235,12 @@ def slurmd_pod_event(
 
 
 @kopf.on.event("", "v1", "nodes")
-def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
+async def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """A node that appeared, went, or changed what a config reads marks every
     cluster dirty; heartbeats and labels no config reads (most Node events in a
-    large fleet) do not."""
+    large fleet) do not. A coroutine, as every Node handler: kopf runs a plain
+    function in its thread pool, one hop per handler per event, and at 25,000
+    Nodes the initial list then waits queued, every Node's whole object held."""
     caches.take(kwargs)
     if type == "DELETED":
         caches.node_gone(body["metadata"]["name"])
