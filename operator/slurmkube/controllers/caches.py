@@ -58,7 +58,7 @@ def ready() -> bool:
 
 
 @kopf.index("", "v1", "nodes")
-def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
+async def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
     """Every Node as a reconcile reads it; converted again only when the Node
     changed what a conversion reads."""
     fingerprint = node_fingerprint(body, signal_keys=CACHES.health_keys)

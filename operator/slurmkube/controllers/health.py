@@ -149,7 +149,7 @@ def cluster_event(
 
 
 @kopf.on.event("", "v1", "nodes", id="health-nodes")
-def node_event(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+async def node_event(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
     """A rule's condition or taint changed (or our taint): every health cluster looks."""
     if not HEALTH.clusters:
         return

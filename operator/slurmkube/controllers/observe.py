@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from pydantic import ValidationError
@@ -65,24 +67,55 @@ class NodeEntry:
 
 
 def node_entry(raw: Manifest) -> NodeEntry:
-    """Converted once per Node event, by the operator's Node index (controllers/handlers.py)."""
+    """Converted once per Node event, by the operator's Node index (controllers/caches.py).
+
+    The index holds one entry per Node for the operator's life (25,000 at the
+    scale target), so an entry holds one labels dict, shared with its
+    FleetNode, and its strings are interned: every watch event is decoded on
+    its own, and without interning each Node would keep its own copy of every
+    label key and of the values a fleet repeats (`linux`, a product, a rack).
+    """
+    labels = _interned(raw["metadata"].get("labels") or {})
     node = _fleet_node_or_none(raw)
-    labels = raw["metadata"].get("labels") or {}
+    if node is not None:
+        node = replace(node, labels=labels)
     cordoned = bool((raw.get("spec") or {}).get("unschedulable"))
     unavailable = None
     if wk.LABEL_LEASE in labels:
         unavailable = f"lent to Kueue workload {labels[wk.LABEL_LEASE]}"
     elif cordoned:
         unavailable = "cordoned"
-    conditions = tuple(
-        (str(c.get("type", "")), str(c.get("status", "")))
-        for c in (raw.get("status") or {}).get("conditions") or []
+    conditions = _shared(
+        tuple(
+            (_str(c.get("type", "")), _str(c.get("status", "")))
+            for c in (raw.get("status") or {}).get("conditions") or []
+        )
     )
-    taints = tuple(
-        (str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
-        for t in (raw.get("spec") or {}).get("taints") or []
+    taints = _shared(
+        tuple(
+            (_str(t.get("key", "")), _str(t.get("value") or ""), _str(t.get("effect", "")))
+            for t in (raw.get("spec") or {}).get("taints") or []
+        )
     )
-    return NodeEntry(node, unavailable, cordoned, dict(labels), conditions, taints)
+    return NodeEntry(node, unavailable, cordoned, labels, conditions, taints)
+
+
+def _str(value: object) -> str:
+    return sys.intern(str(value))
+
+
+def _interned(labels: Mapping[str, object]) -> dict[str, str]:
+    return {_str(key): _str(value) for key, value in labels.items()}
+
+
+_T = TypeVar("_T", bound=tuple[object, ...])
+
+
+@lru_cache(maxsize=1024)
+def _shared(value: _T) -> _T:
+    """One object per distinct tuple: most Nodes of a fleet hold the same
+    conditions (Ready True, no pressure) and taints."""
+    return value
 
 
 def slurm_view(node: Node) -> SlurmNodeView:

@@ -30,7 +30,10 @@ def compress(names: Iterable[str]) -> str:
 
 # One render compresses the same node set for its NodeName, PartitionName and
 # gres.conf lines; a set hashes in microseconds, compressing it takes milliseconds.
-@lru_cache(maxsize=256)
+# Few entries: each holds its set, 2 MB for 25,000 names, and a fleet coming up
+# (or a label moving nodes) gives every render new sets, which 256 entries kept
+# by the hundred.
+@lru_cache(maxsize=8)
 def _compress(names: frozenset[str]) -> str:
     groups: dict[tuple[str, int], list[int]] = {}
     plain: list[str] = []
