@@ -150,3 +150,11 @@ def test_a_member_dn_without_its_uid_is_read_for_it(directory: Directory) -> Non
         with admin(directory) as edit:
             edit.delete(group_dn("design"))
             edit.delete(person)
+
+
+def test_a_base_dn_that_names_nothing_is_an_error_naming_it(directory: Directory) -> None:
+    nowhere = spec(directory).model_copy(update={"base_dn": f"ou=nowhere,{directory.base_dn}"})
+    with pytest.raises(SourceError) as raised:
+        read_groups(nowhere, secrets(directory), ["ml-lab"], WHERE)
+    assert raised.value.reason == "InvalidGroup"
+    assert "ou=nowhere" in raised.value.message and "base DN names no entry" in raised.value.message

@@ -115,6 +115,8 @@ class _Ldap:
             found = self._search(self._base_dn, query, SUBTREE, 2)
         except LDAPSizeLimitExceededResult as err:
             raise ambiguous from err
+        except LDAPNoSuchObjectResult as err:
+            raise GroupError("the base DN names no entry") from err
         if len(found) > 1:
             raise ambiguous
         return found[0] if found else None
