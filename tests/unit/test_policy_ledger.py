@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
@@ -15,6 +17,7 @@ from slurmkube.plan.policy.ledger import (
     entitlement,
     hard_limit_gpu_minutes,
 )
+from slurmkube.plan.policy.usage import JobUse, slurm_gpu_seconds
 from tests.unit.policy_builders import TeamBuilder, policy
 
 HOUR = 3600.0
@@ -214,3 +217,55 @@ def test_budget_thresholds_reach_both_schedulers_with_a_reason_naming_the_alloca
         assert gates.reason.startswith("allocation team-a (AllocationSource fleet)")
     if stop == "Hold":
         assert (gates.slurm.grp_tres_gpus, gates.kueue.max_gpus) == (2, 1)
+
+
+jobs = st.lists(
+    st.builds(
+        lambda start, length, running, g: JobUse(
+            "team-a", running, g, start=start, end=None if running else start + length
+        ),
+        start=st.floats(min_value=0, max_value=1_000),
+        length=st.floats(min_value=0, max_value=1_000),
+        running=st.booleans(),
+        g=st.integers(min_value=1, max_value=8),
+    ),
+    max_size=8,
+)
+
+
+@given(jobs=jobs, cuts=st.lists(st.floats(min_value=0, max_value=2_000), max_size=5))
+def test_slurm_usage_from_job_times_adds_up_over_any_syncs(
+    jobs: list[JobUse], cuts: list[float]
+) -> None:
+    """However the syncs fall, the intervals' GPU-seconds sum to the jobs' own."""
+    until = 2_000.0
+    edges = [0.0, *sorted(cuts), until]
+    summed = sum(
+        slurm_gpu_seconds(jobs, a, b).get("team-a", 0.0) for a, b in itertools.pairwise(edges)
+    )
+    own = sum(j.gpus * ((until if j.end is None else j.end) - (j.start or 0.0)) for j in jobs)
+    assert summed == pytest.approx(own, abs=1e-6)
+
+
+def test_a_job_shorter_than_a_sync_counts_and_a_pending_one_does_not() -> None:
+    used = slurm_gpu_seconds(
+        [
+            JobUse("team-a", False, 4, start=103.0, end=106.0),  # ran 3 s between syncs
+            JobUse("team-a", True, 2, start=105.0),  # started mid-interval
+            JobUse("team-b", False, 8, start=50.0, end=95.0),  # ended before it
+            JobUse("team-b", False, 8, pending=True, start=120.0),  # an estimated start
+        ],
+        since=100.0,
+        until=110.0,
+    )
+    assert used == {"team-a": 4 * 3 + 2 * 5}
+
+
+@given(obs=observations, dt=st.floats(min_value=1.0, max_value=HOUR))
+def test_exact_slurm_usage_of_jobs_running_throughout_is_the_sample(
+    obs: Observation, dt: float
+) -> None:
+    sampled = accrue(TeamUsage(), dt, obs, WEEK)
+    exact = accrue(TeamUsage(), dt, obs, WEEK, slurm_gpu_seconds=obs.slurm_gpus * dt)
+    assert exact.period_gpu_seconds == pytest.approx(sampled.period_gpu_seconds)
+    assert exact.decayed_gpu_seconds == pytest.approx(sampled.decayed_gpu_seconds)

@@ -63,6 +63,7 @@ from slurmkube.plan.policy.usage import (
     advance_ledgers,
     ledgers_from_status,
     observe_teams,
+    slurm_gpu_seconds,
     teams_status,
 )
 from slurmkube.slurm.errors import SlurmError
@@ -211,6 +212,8 @@ def _jobs(rest: RestClient | None) -> list[JobUse] | None:
             j.job_id,
             "PENDING" in j.state,
             j.admin_comment,
+            None if j.start_time is None else j.start_time.timestamp(),
+            None if j.end_time is None or "RUNNING" in j.state else j.end_time.timestamp(),
         )
         for j in jobs
     ]
@@ -226,11 +229,21 @@ def _comment_held(rest: RestClient, comments: list[tuple[int, str]]) -> None:
             log.info("policy job comment not set job=%s error=%s", job_id, err)
 
 
-def _accrue(memory: _Source, policy: Policy, obs: dict[str, Observation], now: float) -> None:
+def _accrue(
+    memory: _Source,
+    policy: Policy,
+    obs: dict[str, Observation],
+    jobs: list[JobUse] | None,
+    now: float,
+) -> None:
     elapsed = 0.0 if memory.accrued_at is None else min(now - memory.accrued_at, MAX_ACCRUE_SECONDS)
     memory.accrued_at = now
     wall = dt.datetime.now(dt.UTC)
-    memory.ledgers = advance_ledgers(policy, memory.ledgers, obs, elapsed, wall)
+    until = wall.timestamp()
+    slurm_used = None if jobs is None else slurm_gpu_seconds(jobs, until - elapsed, until)
+    memory.ledgers = advance_ledgers(
+        policy, memory.ledgers, obs, elapsed, wall, slurm_used=slurm_used
+    )
 
 
 def _seed(memory: _Source, obj: Manifest) -> None:
@@ -272,7 +285,7 @@ def sync_source(
     rest = None if cluster is None else State.clients.rest(kube, cluster)
     jobs = _jobs(rest)
     observations = observe_teams(policy, jobs, workloads)
-    _accrue(memory, policy, observations, now)
+    _accrue(memory, policy, observations, jobs, now)
     gates = plan_all_gates(policy, observations, dict(memory.ledgers.usage))
     if rest is not None and jobs is not None:
         _comment_held(rest, plan_hold_comments(gates, jobs))

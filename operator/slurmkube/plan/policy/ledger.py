@@ -83,20 +83,33 @@ def decay(value: float, seconds: float, half_life_s: float) -> float:
     return float(value * 2.0 ** (-seconds / half_life_s))
 
 
-def _decayed_integral(gpus: int, seconds: float, half_life_s: float) -> float:
+def _decayed_integral(gpus: float, seconds: float, half_life_s: float) -> float:
     # Integral over the interval of gpus * 2^(-(age)/H): the newest second weighs 1.
     if seconds <= 0 or gpus == 0:
         return 0.0
     return float(gpus * half_life_s / math.log(2.0) * (1.0 - 2.0 ** (-seconds / half_life_s)))
 
 
-def accrue(usage: TeamUsage, seconds: float, obs: Observation, half_life_s: float) -> TeamUsage:
-    """The ledger `seconds` later, the team having used `obs` throughout."""
-    slurm = obs.slurm_used * seconds
+def accrue(
+    usage: TeamUsage,
+    seconds: float,
+    obs: Observation,
+    half_life_s: float,
+    slurm_gpu_seconds: float | None = None,
+) -> TeamUsage:
+    """The ledger `seconds` later, the team having used `obs` throughout, or on
+    Slurm's side exactly `slurm_gpu_seconds` (from its jobs' start and end times:
+    a job shorter than the interval counts too)."""
+    if slurm_gpu_seconds is None:
+        slurm = obs.slurm_used * seconds
+    else:
+        slurm = max(0.0, slurm_gpu_seconds - obs.lent_gpus_in_slurm * seconds)
     kueue = obs.kueue_gpus * seconds
+    # Spread evenly over the interval for the decay (its length is one sync).
+    average = (slurm + kueue) / seconds if seconds > 0 else 0.0
     return TeamUsage(
         decayed_gpu_seconds=decay(usage.decayed_gpu_seconds, seconds, half_life_s)
-        + _decayed_integral(obs.used, seconds, half_life_s),
+        + _decayed_integral(average, seconds, half_life_s),
         period_gpu_seconds=usage.period_gpu_seconds + slurm + kueue,
         slurm_period_gpu_seconds=usage.slurm_period_gpu_seconds + slurm,
         kueue_period_gpu_seconds=usage.kueue_period_gpu_seconds + kueue,

@@ -32,6 +32,26 @@ class JobUse:
     job_id: int = 0
     pending: bool = False
     admin_comment: str = ""
+    start: float | None = None
+    """When it started (epoch seconds); None: it has not."""
+    end: float | None = None
+    """When it ended (epoch seconds); None: it runs (or has not started)."""
+
+
+def slurm_gpu_seconds(jobs: Iterable[JobUse], since: float, until: float) -> dict[str, float]:
+    """Per account, the GPU-seconds its jobs ran within [since, until]: a job that
+    started and ended between two syncs counts, one that started mid-interval counts
+    from its start. Jobs slurmctld still lists (MinJobAge, 300 s by default, is
+    longer than a sync) are all there is to read."""
+    used: dict[str, float] = {}
+    for job in jobs:
+        if job.start is None or job.gpus <= 0 or job.pending:
+            continue
+        end = until if job.running or job.end is None else min(job.end, until)
+        overlap = end - max(job.start, since)
+        if overlap > 0:
+            used[job.account] = used.get(job.account, 0.0) + job.gpus * overlap
+    return used
 
 
 def workload_gpus(raw: Mapping[str, Any]) -> int:
@@ -160,8 +180,11 @@ def advance_ledgers(
     observations: Mapping[str, Observation],
     seconds: float,
     now: datetime,
+    *,
+    slurm_used: Mapping[str, float] | None = None,
 ) -> Ledgers:
-    """The ledgers `seconds` later, each team having used what it uses now; a
+    """The ledgers `seconds` later, each team having used what it uses now (on
+    Slurm: `slurm_used`, its jobs' GPU-seconds in the interval, when read); a
     team whose budget period turned over starts the new one at 0 (its decayed
     usage carries on: fair share has no periods)."""
     usage: dict[str, TeamUsage] = {}
@@ -174,7 +197,8 @@ def advance_ledgers(
                 current = TeamUsage(decayed_gpu_seconds=current.decayed_gpu_seconds)
             periods[team.name] = period
         obs = observations.get(team.name, Observation())
-        usage[team.name] = accrue(current, seconds, obs, policy.half_life_hours * 3600.0)
+        exact = None if slurm_used is None else slurm_used.get(team.name, 0.0)
+        usage[team.name] = accrue(current, seconds, obs, policy.half_life_hours * 3600.0, exact)
     return Ledgers(usage, periods)
 
 
