@@ -14,7 +14,7 @@ from typing import Final
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from slurmkube.api.login import DN_PATTERN, LDAP_URI_PATTERN
+from slurmkube.api.login import DN_PATTERN, LDAP_URI_PATTERN, distinguished_name, ldap_uri
 from slurmkube.api.meta import SecretKeyRef, StrictModel
 
 # POSIX group names and the `cn` of a groupOfNames: letters, digits, `.`, `_`,
@@ -74,21 +74,12 @@ class GroupDirectory(StrictModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str) -> str:
-        if re.fullmatch(LDAP_URI_PATTERN, v) is None:
-            raise ValueError(
-                f"{v!r} is not valid; expected ldap://HOST[:PORT] or ldaps://HOST[:PORT]"
-            )
-        return v
+        return ldap_uri(v)
 
     @field_validator("base_dn", "bind_dn")
     @classmethod
     def _dn(cls, v: str | None) -> str | None:
-        if v is not None and re.fullmatch(DN_PATTERN, v) is None:
-            raise ValueError(
-                f"{v!r} is not valid; expected a DN of attr=value pairs joined by ',' "
-                "(values of [A-Za-z0-9 ._-])"
-            )
-        return v
+        return distinguished_name(v)
 
     @model_validator(mode="after")
     def _encrypted_and_complete(self) -> GroupDirectory:

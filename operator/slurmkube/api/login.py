@@ -46,6 +46,16 @@ def _check(pattern: str, value: str, accepted: str) -> str:
     return value
 
 
+def ldap_uri(value: str) -> str:
+    """One LDAP server URI, nothing after host and port (also AllocationSource's directory)."""
+    return _check(LDAP_URI_PATTERN, value, "ldap://HOST[:PORT] or ldaps://HOST[:PORT]")
+
+
+def distinguished_name(value: str | None) -> str | None:
+    accepted = "a DN of attr=value pairs joined by ',' (values of [A-Za-z0-9 ._-])"
+    return None if value is None else _check(DN_PATTERN, value, accepted)
+
+
 class LdapSpec(StrictModel):
     """The LDAP directory the login pods' users come from (sssd-ldap(5))."""
 
@@ -103,13 +113,12 @@ class LdapSpec(StrictModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str) -> str:
-        return _check(LDAP_URI_PATTERN, v, "ldap://HOST[:PORT] or ldaps://HOST[:PORT]")
+        return ldap_uri(v)
 
     @field_validator("base_dn", "bind_dn")
     @classmethod
     def _dn(cls, v: str | None) -> str | None:
-        accepted = "a DN of attr=value pairs joined by ',' (values of [A-Za-z0-9 ._-])"
-        return None if v is None else _check(DN_PATTERN, v, accepted)
+        return distinguished_name(v)
 
     @field_validator("ca_config_map", "bind_password_secret")
     @classmethod
