@@ -251,7 +251,8 @@ def test_a_job_shorter_than_a_sync_counts_and_a_pending_one_does_not() -> None:
     used = slurm_gpu_seconds(
         [
             JobUse("team-a", False, 4, start=103.0, end=106.0),  # ran 3 s between syncs
-            JobUse("team-a", True, 2, start=105.0),  # started mid-interval
+            # Started mid-interval; a running job's end_time is its time limit's.
+            JobUse("team-a", True, 2, start=105.0, end=9_999.0),
             JobUse("team-b", False, 8, start=50.0, end=95.0),  # ended before it
             JobUse("team-b", False, 8, pending=True, start=120.0),  # an estimated start
         ],

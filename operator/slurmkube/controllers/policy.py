@@ -213,7 +213,7 @@ def _jobs(rest: RestClient | None) -> list[JobUse] | None:
             "PENDING" in j.state,
             j.admin_comment,
             None if j.start_time is None else j.start_time.timestamp(),
-            None if j.end_time is None or "RUNNING" in j.state else j.end_time.timestamp(),
+            None if j.end_time is None else j.end_time.timestamp(),
         )
         for j in jobs
     ]

@@ -38,7 +38,7 @@ from ldap3.utils.conv import escape_filter_chars
 
 from slurmkube.api.allocation_source import AllocationSource, Team
 from slurmkube.api.group_directory import GroupDirectory
-from slurmkube.controllers.policy_sources import SourceError, secret_value
+from slurmkube.controllers.policy_sources import SourceError, ca_context, secret_value
 from slurmkube.controllers.queue import Key
 from slurmkube.kube.client import Kube
 from slurmkube.plan.policy.groups import (
@@ -148,12 +148,11 @@ def credentials(kube: Kube, namespace: str, directory: GroupDirectory, where: st
 
 
 def _connect(directory: GroupDirectory, secrets: Credentials, where: str) -> Connection:
-    context = ssl.create_default_context()
-    if secrets.ca_pem is not None:
-        try:
-            context = ssl.create_default_context(cadata=secrets.ca_pem.decode())
-        except (ssl.SSLError, ValueError) as err:
-            raise SourceError("InvalidCA", f"{where}.caSecretRef: not a PEM bundle: {err}") from err
+    context = (
+        ssl.create_default_context()
+        if secrets.ca_pem is None
+        else ca_context(secrets.ca_pem, where)
+    )
     uri = urlsplit(directory.uri)
     ldaps = uri.scheme == "ldaps"
     server = Server(

@@ -121,7 +121,11 @@ def _verify(
 ) -> ssl.SSLContext | bool:
     if ref is None:
         return True
-    pem = secret_value(kube, namespace, ref, f"{where}.caSecretRef")
+    return ca_context(secret_value(kube, namespace, ref, f"{where}.caSecretRef"), where)
+
+
+def ca_context(pem: bytes, where: str) -> ssl.SSLContext:
+    """A context trusting the PEM bundle a `caSecretRef` holds, or why it cannot."""
     try:
         return ssl.create_default_context(cadata=pem.decode())
     except (ssl.SSLError, ValueError) as err:

@@ -35,7 +35,8 @@ class JobUse:
     start: float | None = None
     """When it started (epoch seconds); None: it has not."""
     end: float | None = None
-    """When it ended (epoch seconds); None: it runs (or has not started)."""
+    """Slurm's end_time (epoch seconds): when it ended, or, while it runs, when its
+    time limit would end it (read as now); None: not given."""
 
 
 def slurm_gpu_seconds(jobs: Iterable[JobUse], since: float, until: float) -> dict[str, float]:
