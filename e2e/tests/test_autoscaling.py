@@ -72,6 +72,13 @@ def wait_autoscaling(
     )
 
 
+def wait_slurmd_pods_gone(kube: Kube, namespace: str, selector: str, timeout: float) -> None:
+    wait_for_list(
+        kube, "v1", "Pod", lambda pods: not pods, namespace=namespace,
+        label_selector=selector, timeout=timeout,
+    )  # fmt: skip
+
+
 def slurmd_nodes(kube: Kube, namespace: str) -> set[str]:
     pods = kube.list("v1", "Pod", namespace=namespace, label_selector=SLURMD)
     return {p["metadata"]["labels"]["slurmkube.io/node"] for p in pods}
@@ -172,15 +179,7 @@ def test_segment_job_resumes_exactly_one_whole_block_and_completes(kube: Kube, s
     assert slurmd_nodes(kube, slurm) <= SECOND_BLOCK
     assert LENT not in powered(slurm)
     # After SuspendTime idle, Slurm powers them down and the operator removes the pods.
-    wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda pods: not pods,
-        namespace=slurm,
-        label_selector=SLURMD,
-        timeout=120,
-    )
+    wait_slurmd_pods_gone(kube, slurm, SLURMD, timeout=120)
     wait_autoscaling(kube, slurm, lambda a: a.get("up") == 0 and a["suspending"] == 0, 60)
     assert all(sinfo(slurm)[n][0] == "idle~" for n in SECOND_BLOCK)
     # Scale-down failed nothing and requeued nothing.
@@ -243,15 +242,7 @@ def test_failed_resume_marks_the_node_down_warns_and_requeues_the_job(
     # Slurm requeued the job: pending again, not failed, not lost.
     assert job_state(slurm, job)[0] == "PENDING"
     assert restarts(slurm)[job] >= 1
-    wait_for_list(
-        kube,
-        "v1",
-        "Pod",
-        lambda pods: not pods,
-        namespace=slurm,
-        label_selector=f"{SLURMD},slurmkube.io/node={BLOCKED}",
-        timeout=60,
-    )
+    wait_slurmd_pods_gone(kube, slurm, f"{SLURMD},slurmkube.io/node={BLOCKED}", timeout=60)
     in_ctld(slurm, "scancel", job)
 
 

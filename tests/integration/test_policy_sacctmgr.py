@@ -19,7 +19,7 @@ from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.tokens import JwtMinter
 from slurmkube_local.local_slurm import slurm_prefix
 from slurmkube_local.local_slurmdbd import CLUSTER, HOST, LocalSlurmdbd, start_local_slurmdbd
-from tests.unit.policy_builders import TeamBuilder, policy, two_teams
+from tests.unit.policy_builders import TeamBuilder, policy, teams_with_users, two_teams
 
 pytestmark = pytest.mark.integration
 
@@ -125,14 +125,6 @@ def test_a_user_in_two_teams_leaves_either_or_both(sacctmgr: SacctmgrClient) -> 
     """Slurm refuses to delete a user's default account while the user has another
     association; a member of two teams (their groups, say) can still leave either."""
 
-    def teams(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[SlurmEntity, ...]:
-        return compile_slurm(
-            policy(
-                TeamBuilder("team-a").gpus(8).users(*a).obj(),
-                TeamBuilder("team-b").gpus(4).users(*b).obj(),
-            )
-        ).entities
-
     def users() -> set[tuple[str, str]]:
         return {(r[0], r[1]) for r in _rows(sacctmgr, "assoc", "Account,User") if r[1] == "grace"}
 
@@ -145,7 +137,7 @@ def test_a_user_in_two_teams_leaves_either_or_both(sacctmgr: SacctmgrClient) -> 
         ((), ("grace",), {("team-b", "grace")}),  # moves: added, default moved, deleted
         ((), (), set()),
     ]:
-        desired = teams(a, b)
+        desired = compile_slurm(teams_with_users(a, b)).entities
         defaults = sacctmgr.show_default_accounts()
         apply(sacctmgr, diff_slurm(desired, observe(sacctmgr), None, defaults))
         assert users() == expected

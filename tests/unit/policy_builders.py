@@ -74,6 +74,14 @@ def policy(*teams: dict[str, Any], **spec: Any) -> Policy:
     return policy_from_object(source(*teams, **spec), "test")
 
 
+def teams_with_users(a: tuple[str, ...], b: tuple[str, ...]) -> Policy:
+    """team-a (8 GPUs) with users `a`, team-b (4 GPUs) with users `b`."""
+    return policy(
+        TeamBuilder("team-a").gpus(8).users(*a).obj(),
+        TeamBuilder("team-b").gpus(4).users(*b).obj(),
+    )
+
+
 def two_teams() -> Policy:
     return policy(
         TeamBuilder("team-a")

@@ -23,7 +23,7 @@ from slurmkube.plan.policy import (
 )
 from slurmkube.plan.policy.shares import nominal_quotas
 from slurmkube.plan.policy.slurm_diff import SlurmChange
-from tests.unit.policy_builders import TeamBuilder, policy, two_teams
+from tests.unit.policy_builders import TeamBuilder, policy, teams_with_users, two_teams
 
 
 def _by_key(entities: tuple[SlurmEntity, ...]) -> dict[tuple[str, str, str], SlurmEntity]:
@@ -163,12 +163,7 @@ def test_a_removed_team_is_deleted_users_first_then_account_then_qos() -> None:
 
 
 def _teams_with(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[SlurmEntity, ...]:
-    return compile_slurm(
-        policy(
-            TeamBuilder("team-a").gpus(8).users(*a).obj(),
-            TeamBuilder("team-b").gpus(4).users(*b).obj(),
-        )
-    ).entities
+    return compile_slurm(teams_with_users(a, b)).entities
 
 
 def test_a_users_default_account_moves_before_its_association_goes() -> None:
