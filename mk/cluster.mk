@@ -77,7 +77,9 @@ e2e-local: $(E2E_IMAGES) cluster-up
 	exit $$rc
 
 # Longer e2e tests kept out of `make test` for CI's 45-minute warm budget (marker
-# extended: key rotation, live-vs-offline goodput, a lent node turning sick).
+# extended: key rotation, live-vs-offline goodput, a lent node turning sick, the
+# busy-node drain fault, autoscaling's burst and failed resume, the bridge's second
+# crash hits).
 e2e-extended:
 	@$(MAKE) --no-print-directory e2e-local E2E_PYTEST_ARGS="-m extended -s"
 

@@ -187,6 +187,8 @@ def test_segment_job_resumes_exactly_one_whole_block_and_completes(kube: Kube, s
     assert restarts(slurm)[job] == 0
 
 
+# Out of `make test` for CI's time: `make e2e-extended` and `make e2e-real8` run it.
+@pytest.mark.extended
 def test_burst_resumes_no_more_than_max_nodes_and_no_more_than_needed(
     kube: Kube, slurm: str
 ) -> None:
@@ -217,6 +219,8 @@ def test_burst_resumes_no_more_than_max_nodes_and_no_more_than_needed(
     assert all(counts[j] == 0 for j in jobs)
 
 
+# Out of `make test` for CI's time: `make e2e-extended` and `make e2e-real8` run it.
+@pytest.mark.extended
 def test_failed_resume_marks_the_node_down_warns_and_requeues_the_job(
     kube: Kube, slurm: str
 ) -> None:

@@ -3,8 +3,9 @@ SlurmCluster while faults are injected one after another; after each the jobs
 Slurm lost, leaks, duplicate slurmd pods and the time until the cluster is
 Ready again go into a JSON report, and any loss or leak fails the run.
 
-`make test` runs the subset (a busy node drained and relabelled, on the
-session's operator, slurmctld's own records); `make chaos` runs every fault
+`make test` runs the subset (a busy node relabelled, on the session's
+operator, slurmctld's own records; a busy node drained beside it under `make
+e2e-extended`); `make chaos` runs every fault
 (marker `chaos`) with accounting (sacct over MariaDB), the chart's busy slurmd
 pod guard, two operators on one Lease, sampled for two leaders at once, and a
 Kueue workload holding a lent node from before the first fault to the end.
@@ -26,7 +27,13 @@ from slurmkube_e2e.chaos.faults import Chaos
 from slurmkube_e2e.chaos.holder import LentHolder
 from slurmkube_e2e.chaos.jobs import JobBook
 from slurmkube_e2e.chaos.report import ChaosReport, markdown_table
-from slurmkube_e2e.chaos.runner import SUBSET, chosen_faults, report_path, run_chaos
+from slurmkube_e2e.chaos.runner import (
+    SUBSET,
+    SUBSET_EXTENDED,
+    chosen_faults,
+    report_path,
+    run_chaos,
+)
 from slurmkube_e2e.cluster import LocalCluster
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.layout import Layout
@@ -53,8 +60,15 @@ def verdict(report: ChaosReport, out: Path) -> None:
     assert report.passed, f"{markdown_table(report)}\nsee {out}"
 
 
+@pytest.mark.parametrize(
+    "faults",
+    [
+        pytest.param(SUBSET, id="relabelled"),
+        pytest.param(SUBSET_EXTENDED, id="drained", marks=pytest.mark.extended),
+    ],
+)
 def test_a_busy_node_refuses_eviction_and_is_held_when_relabelled(
-    kube: Kube, operator: OperatorProcess, namespace: str
+    kube: Kube, operator: OperatorProcess, namespace: str, faults: tuple[str, ...]
 ) -> None:
     for doc in docs(namespace, replicas=NODES):
         kube.apply(doc)
@@ -64,8 +78,8 @@ def test_a_busy_node_refuses_eviction_and_is_held_when_relabelled(
         namespace, rng, max_nodes=2, accounted=False, seconds=(50, 62), pending=1, outstanding=3
     )
     ctx = Chaos(kube, namespace, rng, jobs, NODES, [operator], api_server=None)
-    out = report_path(ROOT, "chaos-subset-report.json")
-    report = run_chaos(ctx, SUBSET, seed(), out)
+    out = report_path(ROOT, f"chaos-subset-{'-'.join(faults)}.json")
+    report = run_chaos(ctx, faults, seed(), out)
     free_the_nodes(kube, namespace)
     verdict(report, out)
 

@@ -26,8 +26,10 @@ REPAIR_SECONDS = 120
 SETTLE_SECONDS = 15
 # Every job of the mix ends within this once no more are submitted.
 DRAIN_QUEUE_SECONDS = 400
-# The subset inside `make test`: the two faults a busy node meets most.
-SUBSET = ("busy_node_drained", "busy_node_relabelled")
+# The subset inside `make test`, the fault a busy node meets most; the other one a
+# busy node meets runs beside it under `make e2e-extended`, for CI's time.
+SUBSET = ("busy_node_relabelled",)
+SUBSET_EXTENDED = ("busy_node_drained",)
 
 
 def report_path(root: Path, default: str = "chaos-report.json") -> Path:
