@@ -110,7 +110,9 @@ def test_kubernetes_gets_its_entitled_nodes_whatever_slurm_waits_for(
     ns = bridge.namespace
     kube.patch(API, "SlurmReservationCheck", bridge.check, {"spec": {"entitledNodes": 1}})
     try:
-        busy = sbatch(ns, LENDERS[:2], seconds=20)
+        # Long enough to outlast the admission on a loaded machine (the lend must
+        # choose while it runs); cancelled once the lend is checked.
+        busy = sbatch(ns, LENDERS[:2], seconds=120)
         wait_job(ns, busy, {"RUNNING"})
         head = sbatch(ns, LENDERS, seconds=5)
         wait_job(ns, head, {"PENDING"})
@@ -121,6 +123,7 @@ def test_kubernetes_gets_its_entitled_nodes_whatever_slurm_waits_for(
         lent = leased_nodes(kube, admitted["metadata"]["uid"])
         assert len(lent) == 1 and lent[0] in LENDERS[2:], lent
         assert job_state(ns, head)[0] == "PENDING"
+        in_ctld(ns, "scancel", busy)
         wait_complete(kube, ns, "entitled")
         # The lent node returns, and the head runs once it has all four.
         wait_job(ns, head, {"RUNNING", "COMPLETING", "COMPLETED"}, timeout=180)
