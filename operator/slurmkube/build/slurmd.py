@@ -42,6 +42,7 @@ def slurmd_pod(
         resources = SlurmdResources(gpus=resources)
     gpus = resources.gpus
     names = names_of(cluster)
+    conf_server = (names.controller_fqdn, wk.SLURMCTLD_PORT)
     container = daemon_container(
         cluster,
         "slurmd",
@@ -51,7 +52,7 @@ def slurmd_pod(
             "-N",
             node,
             "--conf-server",
-            f"{names.controller_fqdn}:{wk.SLURMCTLD_PORT}",
+            f"{conf_server[0]}:{conf_server[1]}",
             # A resumed node must look booted after slurmctld asked for it, or
             # its registration is ignored ("Still waiting for boot", node_mgr.c
             # waiting_for_node_boot): a pod reports the host's uptime, so slurmd
@@ -115,6 +116,7 @@ def slurmd_pod(
             *(t.model_dump(by_alias=True, exclude_none=True) for t in node_set.spec.tolerations),
             {"key": wk.TAINT_UNHEALTHY, "operator": "Exists", "effect": "NoSchedule"},
         ],
+        "initContainers": [conf_server_wait(*conf_server, image=image or cluster.spec.image)],
         "containers": [container],
         "volumes": [etc],
         "restartPolicy": "Always",
@@ -130,6 +132,34 @@ def slurmd_pod(
         wk.ANNOTATION_POD_TEMPLATE_HASH: pod_template_hash(spec),
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+# How long a slurmd pod waits for slurmctld before starting slurmd anyway (which
+# then retries its config fetch by itself, every 10 s).
+CONF_SERVER_WAIT_SECONDS = 120
+
+# $1 host, $2 port: until a TCP connect succeeds (the name resolves and slurmctld
+# listens), each try bounded, since a SYN to an address not yet up is not refused.
+_WAIT_SCRIPT = (
+    'until timeout 2 bash -c \'exec 3<>"/dev/tcp/$0/$1"\' "$1" "$2" 2>/dev/null; do'
+    f" ((SECONDS < {CONF_SERVER_WAIT_SECONDS})) || exit 0; sleep 0.2; done"
+)
+
+
+def conf_server_wait(host: str, port: int, *, image: str) -> Manifest:
+    """An init container that returns once slurmctld answers on `host:port`.
+
+    Configless slurmd that cannot fetch its config (slurmctld's name not yet in
+    DNS, or nothing listening yet) retries only after 10 s
+    (`_establish_configuration`), so pods made with the cluster would start ten
+    seconds late. The headless Service publishes slurmctld's address before it
+    is ready (build/slurmctld.py), so the wait ends when slurmctld listens.
+    `command`, not the image's entrypoint: it only dials, as the image's user."""
+    return {
+        "name": "wait-for-slurmctld",
+        "image": image,
+        "command": ["bash", "-c", _WAIT_SCRIPT, "wait-for-slurmctld", host, str(port)],
+    }
 
 
 def busy_label(busy: bool) -> str:
