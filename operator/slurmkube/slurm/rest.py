@@ -215,7 +215,13 @@ class RestClient:
         (`last_update - 1 >= last_node_update` is "no change", proc_req.c)."""
         operation = "nodes changed since"
         try:
-            doc = self._slurm("GET", f"/nodes/?update_time={int(update_time)}", operation)
+            # The list's timeout: when a node changed, the answer is every node.
+            doc = self._slurm(
+                "GET",
+                f"/nodes/?update_time={int(update_time)}",
+                operation,
+                timeout=self._list_timeout,
+            )
         except SlurmRejected:
             return True
         return bool(doc)
