@@ -11,6 +11,7 @@ reading it does not mean importing the SlurmCluster wiring.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 
 from slurmkube.api.models import TopologySpec
@@ -45,6 +46,10 @@ class ClusterMemory:
     # The config last written: a reconcile writes its config before asking Slurm
     # only when no line of this one leaves or shrinks (plan.holds.early_delivery_safe).
     delivered: SlurmConfig | None = None
+    # When the Node index it was made from was taken (monotonic), and the lock of
+    # its two writers, the config queue and the reconcile (controllers/early_config.py).
+    delivered_nodes_at: float = 0.0
+    delivering: threading.Lock = field(default_factory=threading.Lock)
     # Since when each node Slurm shows not responding was seen so (epoch seconds).
     not_responding: dict[str, float] = field(default_factory=dict)
     triggers: set[str] = field(default_factory=set)
