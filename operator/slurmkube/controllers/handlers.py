@@ -56,7 +56,7 @@ from slurmkube.plan.holds import not_responding_since
 from slurmkube.plan.model import PodView
 from slurmkube.plan.reconfigure import next_look
 from slurmkube.plan.slurm_poll import polled
-from slurmkube.topology.fleet import config_label_keys, node_changed
+from slurmkube.topology.fleet import config_label_keys, node_changed, relabelled
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -73,15 +73,18 @@ async def _reconcile_key(key: Key) -> Result:
     trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
     memory.triggers.clear()
     metrics.RECONCILES.labels(*key, trigger).inc()
-    nodes_at = time.monotonic()
+    nodes_at, nodes, keys_before = time.monotonic(), caches.nodes_now(), label_keys()
     requeue = await asyncio.to_thread(
         reconcile,
         *key,
-        caches.nodes_now(),
+        nodes,
         caches.node_sets_now(key),
         caches.slurmd_pods_now(key),
         nodes_at=nodes_at,
     )
+    keys = label_keys()
+    if keys != keys_before:
+        relabelled(State.nodes_seen, {name: e.labels for name, e in nodes.items()}, keys)
     await asyncio.to_thread(release_free_heap)
     return Result(requeue_after=requeue)
 
@@ -93,7 +96,7 @@ async def _config_key(key: Key) -> Result:
     try:
         if memory is not None and memory.delivered is not None:
             nodes_at = time.monotonic()
-            await asyncio.to_thread(
+            written = await asyncio.to_thread(
                 deliver_early,
                 _kube(),
                 key,
@@ -103,6 +106,8 @@ async def _config_key(key: Key) -> Result:
                 pods=caches.slurmd_pods_now(key),
                 nodes_at=nodes_at,
             )
+            seconds = time.monotonic() - nodes_at
+            log.info("config made cluster=%s/%s written=%s seconds=%.2f", *key, written, seconds)
     finally:
         CLUSTERS.add(key)
     return Result()
