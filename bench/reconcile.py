@@ -28,6 +28,7 @@ process dialling pod IPs); it is started and stopped here, by PID.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -36,12 +37,15 @@ import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from kubernetes.client import CoreV1Api
 
 from slurmkube_e2e import fleet
 from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready
@@ -308,21 +312,69 @@ def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[s
     }
 
 
+class NotReadySeen:
+    """Counts Node events of the bench fleet whose Ready condition is not True,
+    from a watch: a node going NotReady or Unknown (kwok's heartbeat late under
+    load) is a change the config reads, and its reconciles count as by node."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.count = 0
+        self._kube = kube
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        selector = f"{fleet.FLEET_LABEL}={BENCH_FLEET}"
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # a watch that ends is started again
+                response = CoreV1Api(self._kube.api_client).list_node(
+                    watch=True, label_selector=selector, timeout_seconds=60, _preload_content=False
+                )
+                listed = False
+                for line in response:
+                    if self._stop.is_set():
+                        break
+                    event = json.loads(line)
+                    if event.get("type") == "BOOKMARK":
+                        continue
+                    if not listed and event.get("type") == "ADDED":
+                        continue  # the watch's initial state, not an event
+                    listed = True
+                    conditions = (event["object"].get("status") or {}).get("conditions") or []
+                    if any(c["type"] == "Ready" and c["status"] != "True" for c in conditions):
+                        self.count += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 def part_churn(
     kube: Kube, operator: OperatorProcess, port: int, names: list[str], args: argparse.Namespace
 ) -> dict[str, Any]:
     """Label churn no config reads: reconciles and bridge rounds it triggers,
     against a quiet window of the same length (the resyncs)."""
     seconds, period = args.churn_seconds, args.churn_period
-    quiet_start, quiet_rounds = reconciles(port), bridge_rounds(operator)
+    not_ready = NotReadySeen(kube)
+    time.sleep(5)  # the watch's initial list
+    quiet_start, quiet_rounds, quiet_not_ready = (
+        reconciles(port),
+        bridge_rounds(operator),
+        not_ready.count,
+    )
     time.sleep(seconds)
     quiet_end, quiet_rounds = reconciles(port), bridge_rounds(operator) - quiet_rounds
+    quiet_not_ready = not_ready.count - quiet_not_ready
 
     def stamp(name: str, value: str) -> None:
         kube.patch("v1", "Node", name, {"metadata": {"labels": {CHURN_LABEL: value}}})
 
     sweeps = []
-    churn_start, churn_rounds = reconciles(port), bridge_rounds(operator)
+    churn_start, churn_rounds, churn_not_ready = (
+        reconciles(port),
+        bridge_rounds(operator),
+        not_ready.count,
+    )
     began = time.monotonic()
     with ThreadPoolExecutor(max_workers=8) as pool:
         while time.monotonic() - began < seconds:
@@ -332,6 +384,8 @@ def part_churn(
             sweeps.append(time.monotonic() - sweep)
             time.sleep(max(0.0, period - (time.monotonic() - sweep)))
     churn_end, churn_rounds = reconciles(port), bridge_rounds(operator) - churn_rounds
+    churn_not_ready = not_ready.count - churn_not_ready
+    not_ready.stop()
 
     def delta(a: dict[str, float], b: dict[str, float]) -> dict[str, int]:
         return {k: int(b.get(k, 0) - a.get(k, 0)) for k in sorted(set(a) | set(b))}
@@ -352,6 +406,9 @@ def part_churn(
         "reconciles_triggered_by_nodes": by_node,
         "bridge_rounds_during_churn": churn_rounds,
         "bridge_rounds_in_quiet_window": quiet_rounds,
+        # Node events with Ready not True in each window (see NotReadySeen).
+        "not_ready_node_events_during_churn": churn_not_ready,
+        "not_ready_node_events_in_quiet_window": quiet_not_ready,
         "meets_target": by_node == 0 and extra_rounds <= 1,
     }
 
