@@ -69,6 +69,10 @@ from slurmkube.slurm.tokens import token_source
 __all__ = ["RestClient"]
 
 _NODES: Final = {"nodes": node_from}
+# The probe's answer, when a node changed, is every node: it only tells that one
+# did, so each is dropped as it is decoded (one item at a time, so neither a
+# whole fleet's dicts nor one long parse that holds the GIL).
+_NODES_DROPPED: Final = {"nodes": lambda _index, _item: None}
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +224,7 @@ class RestClient:
                 "GET",
                 f"/nodes/?update_time={int(update_time)}",
                 operation,
+                convert=_NODES_DROPPED,
                 timeout=self._list_timeout,
             )
         except SlurmRejected:
