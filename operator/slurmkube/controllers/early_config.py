@@ -17,6 +17,8 @@ that made the newer one).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -28,6 +30,8 @@ from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.holds import early_delivery_safe
 from slurmkube.plan.model import Plan, PodView
 
+log = logging.getLogger(__name__)
+
 
 def deliver(
     kube: Kube,
@@ -35,13 +39,19 @@ def deliver(
     memory: ClusterMemory,
     configured: Configured | Plan,
     nodes_at: float,
+    *,
+    only_if_safe: bool = False,
 ) -> str:
     """Write the config made from the Node index of instant `nodes_at` and
-    remember it as the one in force; returns its hash ("" when a config made
-    from a later instant is in force already, and this one is not written)."""
+    remember it as the one in force; returns its hash ("" when not written: a
+    config made from a later instant is in force, or `only_if_safe` and
+    `early_delivery_safe` refuses it against the config in force now)."""
     assert configured.config_map is not None and configured.rendered is not None
     with memory.delivering:
         if nodes_at < memory.delivered_nodes_at:
+            return ""
+        config = configured.config
+        if only_if_safe and (config is None or not early_delivery_safe(memory.delivered, config)):
             return ""
         wanted = configured.rendered.hash
         clock = memory.config_clock
@@ -60,11 +70,9 @@ def deliver_if_safe(
 ) -> str:
     """Write `configured` before Slurm is read, if that is safe; returns the hash
     written ("" when nothing was)."""
-    if isinstance(configured, Configured) and early_delivery_safe(
-        memory.delivered, configured.config
-    ):
-        return deliver(kube, snap, memory, configured, nodes_at)
-    return ""
+    if not isinstance(configured, Configured):
+        return ""
+    return deliver(kube, snap, memory, configured, nodes_at, only_if_safe=True)
 
 
 def deliver_early(
@@ -79,9 +87,22 @@ def deliver_early(
 ) -> str:
     """The config queue's work: observe Kubernetes, make the config, write it if
     safe. Returns the hash written ("" when nothing was)."""
+    started = time.monotonic()
     snap = observe(kube, *key, nodes, node_sets)
     if snap is None:
         return ""
+    observed = time.monotonic()
     # The pods' images too: the files suit the oldest Slurm a slurmd runs.
     configured = configure(replace(snap.observed, pods=pods))
-    return deliver_if_safe(kube, snap, memory, configured, nodes_at)
+    made = time.monotonic()
+    written = deliver_if_safe(kube, snap, memory, configured, nodes_at)
+    log.info(
+        "config made cluster=%s/%s written=%s seconds=%.2f (observe=%.2f config=%.2f write=%.2f)",
+        *key,
+        written,
+        time.monotonic() - nodes_at,
+        observed - started,
+        made - observed,
+        time.monotonic() - made,
+    )
+    return written

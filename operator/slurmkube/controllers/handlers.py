@@ -96,7 +96,7 @@ async def _config_key(key: Key) -> Result:
     try:
         if memory is not None and memory.delivered is not None:
             nodes_at = time.monotonic()
-            written = await asyncio.to_thread(
+            await asyncio.to_thread(
                 deliver_early,
                 _kube(),
                 key,
@@ -106,8 +106,6 @@ async def _config_key(key: Key) -> Result:
                 pods=caches.slurmd_pods_now(key),
                 nodes_at=nodes_at,
             )
-            seconds = time.monotonic() - nodes_at
-            log.info("config made cluster=%s/%s written=%s seconds=%.2f", *key, written, seconds)
     finally:
         CLUSTERS.add(key)
     return Result()
