@@ -9,11 +9,11 @@ import pytest
 
 from slurmkube.controllers.early_config import deliver, deliver_if_safe
 from slurmkube.controllers.memory import ClusterMemory
-from slurmkube.controllers.observe import Snapshot
+from slurmkube.controllers.observe import Snapshot, node_entry, observe, observe_again
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.model import Observed
 from slurmkube.topology.fleet import fleet_node
-from slurmkube_local.builders import bundle, nvl_fleet
+from slurmkube_local.builders import NodeBuilder, bundle, cluster_docs, nvl_fleet
 
 
 class FakeKube:
@@ -76,3 +76,46 @@ def test_a_node_added_is_written_early() -> None:
     write(kube, memory, configured(2), 1.0)
     grown = configured(3)
     assert deliver_if_safe(cast(Any, kube), snapshot(), memory, grown, 2.0) == grown.rendered.hash
+
+
+class ObjectsKube:
+    """Serves one SlurmCluster object; nothing else exists. Counts reads."""
+
+    def __init__(self, cluster: dict[str, Any]) -> None:
+        self.cluster = cluster
+        self.reads = 0
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str) -> Any:
+        self.reads += 1
+        return self.cluster if kind == "SlurmCluster" else None
+
+    def list(self, *_: object) -> list[Any]:
+        self.reads += 1
+        return []
+
+    def secret_value(self, *_: object) -> None:
+        self.reads += 1
+
+
+def cluster_obj(version: str) -> dict[str, Any]:
+    doc = next(d for d in cluster_docs() if d["kind"] == "SlurmCluster")
+    meta = {**doc["metadata"], "namespace": "default", "resourceVersion": version, "uid": "u"}
+    return {**doc, "metadata": meta}
+
+
+@pytest.mark.parametrize(
+    ("version", "reused"), [("1", True), ("2", False)], ids=["same version", "changed"]
+)
+def test_the_config_queue_reuses_the_reconciles_look_at_an_unchanged_cluster(
+    version: str, reused: bool
+) -> None:
+    last = observe(cast(Any, ObjectsKube(cluster_obj("1"))), "default", "test", {}, ())
+    assert last is not None
+    kube = ObjectsKube(cluster_obj(version))
+    built = [NodeBuilder(f"gpu-{i}").clique(1) for i in (2, 1)]
+    nodes = {b.name: node_entry(b.dict()) for b in built}
+    again = observe_again(cast(Any, kube), "default", "test", nodes, (), last=last)
+    assert again is not None
+    assert (again.cluster_obj is last.cluster_obj) is reused
+    assert (kube.reads == 1) is reused
+    assert [n.name for n in again.observed.fleet] == sorted(nodes)

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from slurmkube.controllers.apply import deliver_config
 from slurmkube.controllers.memory import ClusterMemory
-from slurmkube.controllers.observe import NodeEntry, Snapshot, observe
+from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.holds import early_delivery_safe
@@ -88,7 +88,7 @@ def deliver_early(
     """The config queue's work: observe Kubernetes, make the config, write it if
     safe. Returns the hash written ("" when nothing was)."""
     started = time.monotonic()
-    snap = observe(kube, *key, nodes, node_sets)
+    snap = observe_again(kube, *key, nodes, node_sets, last=memory.observed)
     if snap is None:
         return ""
     observed = time.monotonic()

@@ -45,7 +45,7 @@ from slurmkube.controllers.memory import (
     label_keys,
     leading,
 )
-from slurmkube.controllers.observe import NodeEntry, observe, observe_rest
+from slurmkube.controllers.observe import NodeEntry, observe, observe_rest, with_nodes
 from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.controllers.reconfigure import ConfigDelivery
 from slurmkube.controllers.slurm_poll import poll_slurm
@@ -316,7 +316,9 @@ def reconcile(
             if snap is None:
                 # No such SlurmCluster (a NodeSet may name one): its config reads no label.
                 memory.label_keys = frozenset()
+                memory.observed = None
                 return None
+            memory.observed = with_nodes(snap, {})
             # The pods' images too: the files suit the oldest Slurm a slurmd runs.
             configured = configure(replace(snap.observed, pods=pods))
             # A label change does not wait for Slurm's answer, unless the new config
