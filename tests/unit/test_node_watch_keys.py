@@ -5,10 +5,17 @@ if it changed what the new keys read."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
-from slurmkube.topology.fleet import config_label_keys, node_changed, relabelled
+from slurmkube.topology.fleet import (
+    config_label_keys,
+    config_part,
+    node_changed,
+    node_fingerprint,
+    relabelled,
+)
 from slurmkube_local.builders import NodeBuilder, bundle
 
 CHURN = "nvidia.com/gfd.timestamp"
@@ -50,3 +57,22 @@ def test_a_node_not_seen_yet_is_left_to_its_first_event() -> None:
     seen: dict[str, int] = {}
     relabelled(seen, {"g-1": labels_of(NodeBuilder("g-1").clique(1))}, frozenset())
     assert seen == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "config_reads_it"),
+    [
+        (lambda b: b.clique(2), True),
+        (lambda b: b.gpus(2), True),
+        (lambda b: replace(b, ready=False), False),
+    ],
+    ids=["new domain", "GPUs", "NotReady"],
+)
+def test_only_labels_and_resources_are_what_a_config_reads(
+    change: Callable[[NodeBuilder], NodeBuilder], config_reads_it: bool
+) -> None:
+    keys = config_label_keys(bundle())
+    before = node_fingerprint(NodeBuilder("g-1").clique(1).dict(), keys)
+    after = node_fingerprint(change(NodeBuilder("g-1").clique(1)).dict(), keys)
+    assert before != after
+    assert (config_part(before) != config_part(after)) is config_reads_it

@@ -95,7 +95,14 @@ def deliver_early(
     # The pods' images too: the files suit the oldest Slurm a slurmd runs.
     configured = configure(replace(snap.observed, pods=pods))
     made = time.monotonic()
-    written = deliver_if_safe(kube, snap, memory, configured, nodes_at)
+    clock = memory.config_clock
+    unchanged = (
+        isinstance(configured, Configured)
+        and clock is not None
+        and configured.rendered.hash == clock.hash
+    )
+    # The reconcile that follows writes it again anyway (level-based repair).
+    written = "" if unchanged else deliver_if_safe(kube, snap, memory, configured, nodes_at)
     log.info(
         "config made cluster=%s/%s written=%s seconds=%.2f (observe=%.2f config=%.2f write=%.2f)",
         *key,

@@ -56,7 +56,7 @@ from slurmkube.plan.holds import not_responding_since
 from slurmkube.plan.model import PodView
 from slurmkube.plan.reconfigure import next_look
 from slurmkube.plan.slurm_poll import polled
-from slurmkube.topology.fleet import config_label_keys, node_changed, relabelled
+from slurmkube.topology.fleet import config_label_keys, config_part, node_changed, relabelled
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -275,10 +275,15 @@ async def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     caches.take(kwargs)
     if type == "DELETED":
         caches.node_gone(body["metadata"]["name"])
+    name = body["metadata"]["name"]
+    before = State.nodes_seen.get(name)
     if not node_changed(State.nodes_seen, type, body, label_keys()):
         return
+    # A change the config reads goes through the config queue first; readiness,
+    # cordon and health signals only place pods: the reconcile alone.
+    config = config_part(before) != config_part(State.nodes_seen.get(name))
     for key in list(State.clusters):
-        _mark(key, "node", config_first=True)
+        _mark(key, "node", config_first=config)
 
 
 async def reconcile_now(key: Key) -> None:

@@ -228,21 +228,30 @@ def node_fingerprint(
         (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"),
         None,
     )
-    rest = hash(
+    resources = hash(
         (
-            bool(spec.get("unschedulable")),
             tuple(sorted((status.get("allocatable") or {}).items())),
             tuple(sorted((status.get("capacity") or {}).items())),
-            ready,
-            node_signals(raw, signal_keys),
         )
     )
-    # The labels' part in the low bits, so `relabelled` can replace it alone.
-    return (rest << _LABEL_BITS) | label_fingerprint(meta.get("labels") or {}, label_keys)
+    rest = hash((bool(spec.get("unschedulable")), ready, node_signals(raw, signal_keys)))
+    # Low bits: the labels' part (so `relabelled` can replace it alone), then the
+    # resources': together, what a config is made from (`config_part`).
+    return (
+        (rest << 2 * _LABEL_BITS)
+        | ((resources & _LABEL_MASK) << _LABEL_BITS)
+        | label_fingerprint(meta.get("labels") or {}, label_keys)
+    )
 
 
 _LABEL_BITS = 32
 _LABEL_MASK = (1 << _LABEL_BITS) - 1
+
+
+def config_part(fingerprint: int | None) -> int | None:
+    """What of a `node_fingerprint` a config reads: the labels and resources, not
+    readiness, cordon or health signals (those place slurmd pods, not lines)."""
+    return None if fingerprint is None else fingerprint & ((1 << 2 * _LABEL_BITS) - 1)
 
 
 def label_fingerprint(labels: Mapping[str, str], label_keys: Collection[str] | None) -> int:
