@@ -326,21 +326,26 @@ class NotReadySeen:
 
     def _watch(self) -> None:
         selector = f"{fleet.FLEET_LABEL}={BENCH_FLEET}"
+        core = CoreV1Api(self._kube.api_client)
+        # From the list's resourceVersion: no initial ADDED events (25,000 of
+        # them would outlast a watch's timeout, and each new watch would list again).
+        version = core.list_node(label_selector=selector, limit=1).metadata.resource_version
         while not self._stop.is_set():
             with contextlib.suppress(Exception):  # a watch that ends is started again
-                response = CoreV1Api(self._kube.api_client).list_node(
-                    watch=True, label_selector=selector, timeout_seconds=60, _preload_content=False
+                response = core.list_node(
+                    watch=True,
+                    label_selector=selector,
+                    resource_version=version,
+                    timeout_seconds=60,
+                    _preload_content=False,
                 )
-                listed = False
                 for line in response:
                     if self._stop.is_set():
                         break
                     event = json.loads(line)
+                    version = event["object"]["metadata"].get("resourceVersion", version)
                     if event.get("type") == "BOOKMARK":
                         continue
-                    if not listed and event.get("type") == "ADDED":
-                        continue  # the watch's initial state, not an event
-                    listed = True
                     conditions = (event["object"].get("status") or {}).get("conditions") or []
                     if any(c["type"] == "Ready" and c["status"] != "True" for c in conditions):
                         self.count += 1
