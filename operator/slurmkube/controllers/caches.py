@@ -26,7 +26,7 @@ from slurmkube.topology.fleet import node_fingerprint
 
 @dataclass
 class _Caches:
-    nodes: kopf.Index[str, NodeEntry] | None = None
+    nodes: kopf.Index[None, NodeEntry] | None = None
     pods: kopf.Index[Key, PodView] | None = None
     node_sets: kopf.Index[Key, Manifest] | None = None
     workloads: kopf.Index[str, Manifest] | None = None
@@ -58,14 +58,15 @@ def ready() -> bool:
 
 
 @kopf.index("", "v1", "nodes")
-async def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeEntry]:
+async def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[None, NodeEntry]:
     """Every Node as a reconcile reads it; converted again only when the Node
-    changed what a conversion reads."""
+    changed what a conversion reads. All under one key: kopf keeps a store per
+    key, and one per Node cost ~300 bytes each (an entry knows its name)."""
     fingerprint = node_fingerprint(body, signal_keys=CACHES.health_keys)
     cached = CACHES.entries.get(name)
     if cached is None or cached[0] != fingerprint:
         cached = CACHES.entries[name] = (fingerprint, node_entry(dict(body)))
-    return {name: cached[1]}
+    return {None: cached[1]}
 
 
 def node_gone(name: str) -> None:
@@ -103,7 +104,7 @@ def kueue_workloads(uid: str, body: kopf.Body, **_: Any) -> dict[str, Manifest]:
 def nodes_now() -> dict[str, NodeEntry]:
     index = CACHES.nodes
     assert index is not None, "kopf hands the indexes over before any key is added"
-    return {name: entry for name, store in index.items() for entry in store}
+    return {entry.name: entry for store in index.values() for entry in store}
 
 
 def slurmd_pods_now(key: Key) -> tuple[PodView, ...]:

@@ -8,7 +8,9 @@ reads) adds the cluster's key to the queue, debounced by
 changes costs one reconcile; a slurmd pod gone adds it at once. The queue
 (`controllers/queue.py`) holds every "when next": the 30 s resync and a
 pending config's next look come back as the reconcile's `requeue_after`, a
-failed reconcile is backed off. A second queue polls Slurm's node states
+failed reconcile is backed off. A Node change goes through the config queue
+first (controllers/early_config.py): its config is written before the
+reconcile, which follows, reads Slurm. Another queue polls Slurm's node states
 every 2 s for each cluster with slurmd pods (plan/slurm_poll.py): the busy
 labels follow a job start within the poll, and an autoscaled cluster's key is
 added when they changed (power saving is no Kubernetes event).
@@ -31,34 +33,30 @@ import kopf
 from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.controllers import caches
-from slurmkube.controllers.apply import apply_plan, deliver_config
+from slurmkube.controllers.apply import apply_plan
 from slurmkube.controllers.deletion import hold_while_jobs_run, remove_what_outlives
+from slurmkube.controllers.early_config import deliver, deliver_early, deliver_if_safe
+from slurmkube.controllers.heap import release_free_heap
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.memory import (
     DEFAULT_DEBOUNCE_SECONDS,
-    ClusterMemory,
     State,
     cluster_memory,
     label_keys,
     leading,
 )
-from slurmkube.controllers.observe import (
-    NodeEntry,
-    Snapshot,
-    observe,
-    observe_rest,
-)
+from slurmkube.controllers.observe import NodeEntry, observe, observe_rest, with_nodes
 from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.controllers.reconfigure import ConfigDelivery
 from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status
 from slurmkube.kube.client import Kube, Manifest, load_config
-from slurmkube.plan.cluster import Configured, configure, plan_cluster
-from slurmkube.plan.holds import early_delivery_safe, not_responding_since
-from slurmkube.plan.model import Plan, PodView
+from slurmkube.plan.cluster import configure, plan_cluster
+from slurmkube.plan.holds import not_responding_since
+from slurmkube.plan.model import PodView
 from slurmkube.plan.reconfigure import next_look
 from slurmkube.plan.slurm_poll import polled
-from slurmkube.topology.fleet import config_label_keys, node_changed
+from slurmkube.topology.fleet import config_label_keys, config_part, node_changed, relabelled
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -75,14 +73,42 @@ async def _reconcile_key(key: Key) -> Result:
     trigger = next((t for t in TRIGGERS if t in memory.triggers), "requeue")
     memory.triggers.clear()
     metrics.RECONCILES.labels(*key, trigger).inc()
+    nodes_at, nodes, keys_before = time.monotonic(), caches.nodes_now(), label_keys()
     requeue = await asyncio.to_thread(
         reconcile,
         *key,
-        caches.nodes_now(),
+        nodes,
         caches.node_sets_now(key),
         caches.slurmd_pods_now(key),
+        nodes_at=nodes_at,
     )
+    keys = label_keys()
+    if keys != keys_before:
+        relabelled(State.nodes_seen, {name: e.labels for name, e in nodes.items()}, keys)
+    await asyncio.to_thread(release_free_heap)
     return Result(requeue_after=requeue)
+
+
+async def _config_key(key: Key) -> Result:
+    """A Node change's config, written before Slurm is read (controllers/early_config.py);
+    the cluster's reconcile follows."""
+    memory = State.clusters.get(key)
+    try:
+        if memory is not None and memory.delivered is not None:
+            nodes_at = time.monotonic()
+            await asyncio.to_thread(
+                deliver_early,
+                _kube(),
+                key,
+                memory,
+                nodes=caches.nodes_now(),
+                node_sets=caches.node_sets_now(key),
+                pods=caches.slurmd_pods_now(key),
+                nodes_at=nodes_at,
+            )
+    finally:
+        CLUSTERS.add(key)
+    return Result()
 
 
 async def _poll_key(key: Key) -> Result:
@@ -110,14 +136,18 @@ async def _poll_key(key: Key) -> Result:
 
 
 CLUSTERS: WorkQueue[Key] = WorkQueue(_reconcile_key, name="slurmclusters", workers=WORKERS)
+CONFIGS: WorkQueue[Key] = WorkQueue(_config_key, name="slurmcluster-configs", workers=WORKERS)
 POLLS: WorkQueue[Key] = WorkQueue(_poll_key, name="autoscale-polls")
 
 
-def _mark(key: Key, trigger: str, *, debounce: bool = True) -> None:
-    """Called from kopf's handler threads and from the event loop alike."""
+def _mark(key: Key, trigger: str, *, debounce: bool = True, config_first: bool = False) -> None:
+    """Called from kopf's handler threads and from the event loop alike.
+    `config_first`: the config queue runs first, then the reconcile."""
     memory = cluster_memory(key)
     memory.triggers.add(trigger)
-    if debounce:
+    if config_first:
+        CONFIGS.add_debounced(key, memory.debounce)
+    elif debounce:
         CLUSTERS.add_debounced(key, memory.debounce)
     else:
         CLUSTERS.add(key)
@@ -149,7 +179,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.startup()
 async def start_queues(**_: Any) -> None:
     loop = asyncio.get_running_loop()
-    State.tasks = [loop.create_task(q.run(leading)) for q in (CLUSTERS, POLLS)]
+    State.tasks = [loop.create_task(q.run(leading)) for q in (CLUSTERS, CONFIGS, POLLS)]
 
 
 @kopf.on.cleanup()
@@ -179,6 +209,7 @@ def cluster_event(
 
 def _forget(key: Key) -> None:
     CLUSTERS.forget(key)
+    CONFIGS.forget(key)
     POLLS.forget(key)
     State.clusters.pop(key, None)
     State.clients.close(*key)
@@ -244,10 +275,15 @@ async def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     caches.take(kwargs)
     if type == "DELETED":
         caches.node_gone(body["metadata"]["name"])
+    name = body["metadata"]["name"]
+    before = State.nodes_seen.get(name)
     if not node_changed(State.nodes_seen, type, body, label_keys()):
         return
+    # A change the config reads goes through the config queue first; readiness,
+    # cordon and health signals only place pods: the reconcile alone.
+    config = config_part(before) != config_part(State.nodes_seen.get(name))
     for key in list(State.clusters):
-        _mark(key, "node")
+        _mark(key, "node", config_first=config)
 
 
 async def reconcile_now(key: Key) -> None:
@@ -257,26 +293,17 @@ async def reconcile_now(key: Key) -> None:
         _mark(key, "lease", debounce=False)
 
 
-def _deliver(
-    kube: Kube, snap: Snapshot, memory: ClusterMemory, configured: Configured | Plan
-) -> str:
-    """Write the config and remember it as the one in force; returns its hash."""
-    assert configured.config_map is not None and configured.rendered is not None
-    wanted = configured.rendered.hash
-    clock = memory.config_clock
-    memory.config_clock = deliver_config(kube, snap, configured.config_map, wanted, clock)
-    memory.delivered = configured.config
-    return wanted
-
-
 def reconcile(
     namespace: str,
     name: str,
     nodes: Mapping[str, NodeEntry],
     node_sets: tuple[Manifest, ...],
     pods: tuple[PodView, ...],
+    *,
+    nodes_at: float = 0.0,
 ) -> float | None:
-    """One observe -> plan -> apply; returns when to come back (None: only on events)."""
+    """One observe -> plan -> apply; returns when to come back (None: only on events).
+    `nodes_at`: when `nodes` was taken from the Node index (controllers/early_config.py)."""
     kube = _kube()
     key = (namespace, name)
     memory = cluster_memory(key)
@@ -294,16 +321,14 @@ def reconcile(
             if snap is None:
                 # No such SlurmCluster (a NodeSet may name one): its config reads no label.
                 memory.label_keys = frozenset()
+                memory.observed = None
                 return None
+            memory.observed = with_nodes(snap, {})
             # The pods' images too: the files suit the oldest Slurm a slurmd runs.
             configured = configure(replace(snap.observed, pods=pods))
             # A label change does not wait for Slurm's answer, unless the new config
             # would take a line from a node that may run a job: then the plan holds it.
-            early = ""
-            if isinstance(configured, Configured) and early_delivery_safe(
-                memory.delivered, configured.config
-            ):
-                early = _deliver(kube, snap, memory, configured)
+            early = deliver_if_safe(kube, snap, memory, configured, nodes_at)
             step("config")
             snap = observe_rest(kube, snap, State.clients, pods)
             now = time.time()
@@ -315,7 +340,7 @@ def reconcile(
                 memory.not_responding, observed.slurm_nodes, now
             )
             if plan.rendered is not None and plan.rendered.hash != early:
-                _deliver(kube, snap, memory, plan)
+                deliver(kube, snap, memory, plan, nodes_at)
             cluster = observed.bundle.cluster
             delivery = ConfigDelivery(
                 memory.config_clock,

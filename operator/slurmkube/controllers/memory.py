@@ -11,7 +11,9 @@ reading it does not mean importing the SlurmCluster wiring.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from slurmkube.api.models import TopologySpec
 from slurmkube.controllers.clients import SlurmClients
@@ -21,6 +23,9 @@ from slurmkube.kube.client import Kube
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.reconfigure import ConfigClock
 from slurmkube.render.config import SlurmConfig
+
+if TYPE_CHECKING:
+    from slurmkube.controllers.observe import Snapshot
 
 DEFAULT_DEBOUNCE_SECONDS = TopologySpec.model_fields["debounce_seconds"].default
 
@@ -45,6 +50,13 @@ class ClusterMemory:
     # The config last written: a reconcile writes its config before asking Slurm
     # only when no line of this one leaves or shrinks (plan.holds.early_delivery_safe).
     delivered: SlurmConfig | None = None
+    # When the Node index it was made from was taken (monotonic), and the lock of
+    # its two writers, the config queue and the reconcile (controllers/early_config.py).
+    delivered_nodes_at: float = 0.0
+    delivering: threading.Lock = field(default_factory=threading.Lock)
+    # The last reconcile's observation without its Nodes, for the config queue
+    # (observe.observe_again).
+    observed: Snapshot | None = None
     # Since when each node Slurm shows not responding was seen so (epoch seconds).
     not_responding: dict[str, float] = field(default_factory=dict)
     triggers: set[str] = field(default_factory=set)

@@ -10,8 +10,9 @@ fields break nothing. Numbers may be integers or `{"set", "infinite", "number"}`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
@@ -232,18 +233,21 @@ def node_from(index: int, item: Any) -> Node:
 
 
 def _node(n: _NodeJson) -> Node:
+    """Values most nodes of a fleet share (states, features, partitions, GRES) are
+    one object each: a client keeps the last list of every node (slurm/incremental.py),
+    and each item is decoded on its own."""
     return Node(
         name=n.name,
-        state=frozenset(n.state),
-        base_state=n.state[0] if n.state else "UNKNOWN",
-        reason=n.reason,
-        reason_set_by=n.reason_set_by_user,
-        features=n.features,
-        active_features=n.active_features,
-        partitions=n.partitions,
-        gres=n.gres,
+        state=_shared(frozenset(n.state)),
+        base_state=_shared(n.state[0] if n.state else "UNKNOWN"),
+        reason=_shared(n.reason),
+        reason_set_by=_shared(n.reason_set_by_user),
+        features=_shared(n.features),
+        active_features=_shared(n.active_features),
+        partitions=_shared(n.partitions),
+        gres=_shared(n.gres),
         gpus=gres_gpus(n.gres),
-        gpu_type=gres_gpu_type(n.gres),
+        gpu_type=_shared(gres_gpu_type(n.gres)),
         gpus_allocated=gres_gpus(n.gres_used),
         cpus=n.cpus or 0,
         cpus_allocated=n.alloc_cpus or 0,
@@ -252,6 +256,14 @@ def _node(n: _NodeJson) -> Node:
         reservation=n.reservation,
         address=n.address,
     )
+
+
+_H = TypeVar("_H", bound=Hashable)
+
+
+@lru_cache(maxsize=4096)
+def _shared(value: _H) -> _H:
+    return value
 
 
 def jobs_from(doc: Mapping[str, Any]) -> tuple[Job, ...]:

@@ -69,6 +69,10 @@ from slurmkube.slurm.tokens import token_source
 __all__ = ["RestClient"]
 
 _NODES: Final = {"nodes": node_from}
+# The probe's answer, when a node changed, is every node: it only tells that one
+# did, so each is dropped as it is decoded (one item at a time, so neither a
+# whole fleet's dicts nor one long parse that holds the GIL).
+_NODES_DROPPED: Final = {"nodes": lambda _index, _item: None}
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +219,14 @@ class RestClient:
         (`last_update - 1 >= last_node_update` is "no change", proc_req.c)."""
         operation = "nodes changed since"
         try:
-            doc = self._slurm("GET", f"/nodes/?update_time={int(update_time)}", operation)
+            # The list's timeout: when a node changed, the answer is every node.
+            doc = self._slurm(
+                "GET",
+                f"/nodes/?update_time={int(update_time)}",
+                operation,
+                convert=_NODES_DROPPED,
+                timeout=self._list_timeout,
+            )
         except SlurmRejected:
             return True
         return bool(doc)

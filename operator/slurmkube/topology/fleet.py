@@ -228,19 +228,54 @@ def node_fingerprint(
         (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"),
         None,
     )
-    labels = meta.get("labels") or {}
-    if label_keys is not None:
-        labels = {k: v for k, v in labels.items() if k in label_keys}
-    return hash(
+    resources = hash(
         (
-            tuple(sorted(labels.items())),
-            bool(spec.get("unschedulable")),
             tuple(sorted((status.get("allocatable") or {}).items())),
             tuple(sorted((status.get("capacity") or {}).items())),
-            ready,
-            node_signals(raw, signal_keys),
         )
     )
+    rest = hash((bool(spec.get("unschedulable")), ready, node_signals(raw, signal_keys)))
+    # Low bits: the labels' part (so `relabelled` can replace it alone), then the
+    # resources': together, what a config is made from (`config_part`).
+    return (
+        (rest << 2 * _LABEL_BITS)
+        | ((resources & _LABEL_MASK) << _LABEL_BITS)
+        | label_fingerprint(meta.get("labels") or {}, label_keys)
+    )
+
+
+_LABEL_BITS = 32
+_LABEL_MASK = (1 << _LABEL_BITS) - 1
+
+
+def config_part(fingerprint: int | None) -> int | None:
+    """What of a `node_fingerprint` a config reads: the labels and resources, not
+    readiness, cordon or health signals (those place slurmd pods, not lines)."""
+    return None if fingerprint is None else fingerprint & ((1 << 2 * _LABEL_BITS) - 1)
+
+
+def label_fingerprint(labels: Mapping[str, str], label_keys: Collection[str] | None) -> int:
+    """The labels' part of `node_fingerprint`: those in `label_keys` (all when None)."""
+    if label_keys is not None:
+        labels = {k: v for k, v in labels.items() if k in label_keys}
+    return hash(tuple(sorted(labels.items()))) & _LABEL_MASK
+
+
+def relabelled(
+    seen: dict[str, int],
+    labels: Mapping[str, Mapping[str, str]],
+    label_keys: Collection[str] | None,
+) -> None:
+    """`seen` (node_changed's memory) after the label keys the configs read changed:
+    each node's labels' part made again with the new keys from `labels` (each
+    node's labels as the reconcile that made the new keys read them). Without
+    it, each node's next event would count once, whatever it changed: a fleet's
+    heartbeats or a label no config reads, node after node, for minutes."""
+    for name, node_labels in labels.items():
+        fingerprint = seen.get(name)
+        if fingerprint is not None:
+            label_part = label_fingerprint(node_labels, label_keys)
+            seen[name] = (fingerprint & ~_LABEL_MASK) | label_part
 
 
 def node_changed(

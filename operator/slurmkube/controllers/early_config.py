@@ -1,0 +1,115 @@
+"""A cluster's config written before Slurm is read, on its own queue.
+
+A Node label the config reads changed: the new config is made from Kubernetes
+alone and written at once when `plan.holds.early_delivery_safe` allows it (no
+line of the config in force leaves or changes shape), so the change reaches
+the ConfigMap in the time the config takes to make. The cluster's reconcile,
+which follows, reads Slurm first: after each reconfigure that is a full node
+list (~16 s at 25,000 nodes), and a label change queued behind it would wait
+that long for its turn.
+
+Two writers, then: this path and the reconcile (its own early write, and the
+plan's config after the Slurm read). Each config is made from the Node index
+as it was at one instant; one made from an older instant than the config in
+force is not written (the reconcile that made it runs again after the event
+that made the newer one).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+from slurmkube.controllers.apply import deliver_config
+from slurmkube.controllers.memory import ClusterMemory
+from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
+from slurmkube.kube.client import Kube, Manifest
+from slurmkube.plan.cluster import Configured, configure
+from slurmkube.plan.holds import early_delivery_safe
+from slurmkube.plan.model import Plan, PodView
+
+log = logging.getLogger(__name__)
+
+
+def deliver(
+    kube: Kube,
+    snap: Snapshot,
+    memory: ClusterMemory,
+    configured: Configured | Plan,
+    nodes_at: float,
+    *,
+    only_if_safe: bool = False,
+) -> str:
+    """Write the config made from the Node index of instant `nodes_at` and
+    remember it as the one in force; returns its hash ("" when not written: a
+    config made from a later instant is in force, or `only_if_safe` and
+    `early_delivery_safe` refuses it against the config in force now)."""
+    assert configured.config_map is not None and configured.rendered is not None
+    with memory.delivering:
+        if nodes_at < memory.delivered_nodes_at:
+            return ""
+        config = configured.config
+        if only_if_safe and (config is None or not early_delivery_safe(memory.delivered, config)):
+            return ""
+        wanted = configured.rendered.hash
+        clock = memory.config_clock
+        memory.config_clock = deliver_config(kube, snap, configured.config_map, wanted, clock)
+        memory.delivered = configured.config
+        memory.delivered_nodes_at = nodes_at
+        return wanted
+
+
+def deliver_if_safe(
+    kube: Kube,
+    snap: Snapshot,
+    memory: ClusterMemory,
+    configured: Configured | object,
+    nodes_at: float,
+) -> str:
+    """Write `configured` before Slurm is read, if that is safe; returns the hash
+    written ("" when nothing was)."""
+    if not isinstance(configured, Configured):
+        return ""
+    return deliver(kube, snap, memory, configured, nodes_at, only_if_safe=True)
+
+
+def deliver_early(
+    kube: Kube,
+    key: tuple[str, str],
+    memory: ClusterMemory,
+    *,
+    nodes: Mapping[str, NodeEntry],
+    node_sets: tuple[Manifest, ...],
+    pods: tuple[PodView, ...],
+    nodes_at: float,
+) -> str:
+    """The config queue's work: observe Kubernetes, make the config, write it if
+    safe. Returns the hash written ("" when nothing was)."""
+    started = time.monotonic()
+    snap = observe_again(kube, *key, nodes, node_sets, last=memory.observed)
+    if snap is None:
+        return ""
+    observed = time.monotonic()
+    # The pods' images too: the files suit the oldest Slurm a slurmd runs.
+    configured = configure(replace(snap.observed, pods=pods))
+    made = time.monotonic()
+    clock = memory.config_clock
+    unchanged = (
+        isinstance(configured, Configured)
+        and clock is not None
+        and configured.rendered.hash == clock.hash
+    )
+    # The reconcile that follows writes it again anyway (level-based repair).
+    written = "" if unchanged else deliver_if_safe(kube, snap, memory, configured, nodes_at)
+    log.info(
+        "config made cluster=%s/%s written=%s seconds=%.2f (observe=%.2f config=%.2f write=%.2f)",
+        *key,
+        written,
+        time.monotonic() - nodes_at,
+        observed - started,
+        made - observed,
+        time.monotonic() - made,
+    )
+    return written
