@@ -11,6 +11,7 @@ socket), cgroups, the netns and veth, the node's folder.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -146,12 +147,18 @@ class RealNodes:
         ids = self._podman("image", "inspect", "--format", "{{.Id}}", *refs).split()
         key = hashlib.sha256(json.dumps([refs, ids]).encode()).hexdigest()[:16]
         archive = self.layout.cache / "images" / f"node-images-{key}.tar"
-        if not archive.exists():
-            for old in archive.parent.glob("node-images-*.tar"):
-                old.unlink()
-            tmp = archive.with_suffix(".tmp")
-            self._podman("save", "--multi-image-archive", "--output", str(tmp), *refs)
-            tmp.rename(archive)
+        # Under a lock: another checkout's real nodes may be coming up from the same
+        # cache (podman refuses to save into an archive another save began).
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with open(archive.parent / "node-images.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not archive.exists():
+                for old in archive.parent.glob("node-images-*.tar"):
+                    old.unlink()
+                tmp = archive.with_suffix(f".{os.getpid()}.tmp")
+                tmp.unlink(missing_ok=True)
+                self._podman("save", "--multi-image-archive", "--output", str(tmp), *refs)
+                tmp.rename(archive)
         return archive
 
     # -- one node --------------------------------------------------------------
