@@ -139,12 +139,19 @@ def observe(
     Nodes, the accounting database's login (the rest: `observe_rest`).
     `nodes` is every Kubernetes Node and `node_sets` the NodeSets naming this
     cluster, from the operator's watch-fed indexes (controllers/caches.py)."""
-    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
-    if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
-        # Going: its delete handler removes what owner references do not, and a
-        # reconcile now would apply some of it again.
+    cluster_obj = _staying_cluster(kube, namespace, name)
+    if cluster_obj is None:
         return None
     return with_nodes(_observe_objects(kube, cluster_obj, node_sets), nodes)
+
+
+def _staying_cluster(kube: Kube, namespace: str, name: str) -> Manifest | None:
+    """The SlurmCluster; None when it is gone or going: its delete handler removes
+    what owner references do not, and a reconcile now would apply some of it again."""
+    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
+    if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
+        return None
+    return cluster_obj
 
 
 def observe_again(
@@ -163,8 +170,8 @@ def observe_again(
     if safe against the config in force (controllers/early_config.py)."""
     if last is None:
         return observe(kube, namespace, name, nodes, node_sets)
-    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
-    if cluster_obj is None or cluster_obj["metadata"].get("deletionTimestamp"):
+    cluster_obj = _staying_cluster(kube, namespace, name)
+    if cluster_obj is None:
         return None
     read = {n: _version(o) for n, o in last.node_set_objs.items()}
     if _version(cluster_obj) != _version(last.cluster_obj) or read != {
