@@ -76,6 +76,17 @@ def local_cluster(bench: str) -> tuple[Path, Kube] | None:
     return kubeconfig, kube
 
 
+def kwok_node_lease_seconds() -> int | None:
+    """The running kwok's node Lease duration (NODE_LEASE_SECONDS), from its command
+    line: a cluster left up by another target keeps the one it was started with."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((Layout.from_env().pids / "kwok.pid").read_text().split()[0])
+        for arg in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0"):
+            if arg.startswith("--node-lease-duration-seconds="):
+                return int(arg.split("=", 1)[1])
+    return None
+
+
 def operator_env(kubeconfig: Path) -> dict[str, str]:
     return dict(os.environ, **host_operator_env(kubeconfig, "bench-operator"))
 
@@ -245,6 +256,7 @@ def part_rss(
                 },
                 "reconciles": len(seconds),
                 "fleet_create_seconds": round(fleet_seconds, 1),
+                "kwok_node_lease_seconds": kwok_node_lease_seconds(),
             }
         )
         if args.churn_seconds > 0:

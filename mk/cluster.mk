@@ -36,6 +36,8 @@ E2E_IMAGES := $(if $(filter-out 24.11 24.11.%,$(E2E_SLURM)),e2e-slurm-image,)
 E2E_SLURM_SERIES = $(subst $(eval) ,.,$(wordlist 1,2,$(subst ., ,$(E2E_SLURM))))
 # Read when make starts, before cluster-up runs: was a cluster already up?
 REAL_NODES ?= 0
+# kwok's node Lease duration (cluster.py NODE_LEASE_SECONDS): longer for large fleets.
+NODE_LEASE_SECONDS ?= 40
 CLUSTER_WAS_UP := $(if $(wildcard $(SLURMKUBE_RUN)/pids/kube-apiserver.pid),1,)
 
 .PHONY: cluster-build cluster-up cluster-down cluster-status e2e-local e2e-extended e2e-real e2e-real8 e2e-kind e2e-slurm-image \
@@ -47,7 +49,7 @@ cluster-build:
 	@bash $(ROOT)/e2e/local/install-tools.sh
 
 cluster-up: venv cluster-build slurm
-	@$(E2E_TOOL) up $(FLEET)
+	@$(E2E_TOOL) up $(FLEET) --node-lease-seconds $(NODE_LEASE_SECONDS)
 	@# The local pod runtime: local-0..7 run slurmkube's Slurm pods for real (docs/local-runtime.md).
 	@$(RUNTIME_TOOL) up
 	@if [ "$(REAL_NODES)" != 0 ]; then $(MAKE) --no-print-directory real-nodes; fi

@@ -17,7 +17,13 @@ import yaml
 from slurmkube_runtime import cli as runtime_cli
 
 from slurmkube_e2e import demo, fleet
-from slurmkube_e2e.cluster import ClusterError, LocalCluster, apply_fleet, wait_nodes_ready
+from slurmkube_e2e.cluster import (
+    NODE_LEASE_SECONDS,
+    ClusterError,
+    LocalCluster,
+    apply_fleet,
+    wait_nodes_ready,
+)
 from slurmkube_e2e.kube import Kube
 from slurmkube_e2e.kubectl import KubectlError
 from slurmkube_e2e.layout import Layout
@@ -70,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the local control plane (idempotent)")
     _fleet_args(up)
+    up.add_argument(
+        "--node-lease-seconds",
+        type=int,
+        default=NODE_LEASE_SECONDS,
+        help="kwok's node Lease duration (renewed every quarter of it); longer for large fleets",
+    )
     sub.add_parser("down", help="stop every process of the local control plane by PID")
     sub.add_parser("status", help="PIDs, health and versions; exit 1 unless all are healthy")
     fl = sub.add_parser("fleet", help="create/update the simulated GPU nodes (kwok)")
@@ -98,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.from_env()
     try:
         if args.command == "up":
-            LocalCluster(layout).up(_spec(args))
+            if args.node_lease_seconds < NODE_LEASE_SECONDS:
+                parser.error(f"--node-lease-seconds must be >= {NODE_LEASE_SECONDS}")
+            LocalCluster(layout, args.node_lease_seconds).up(_spec(args))
         elif args.command == "down":
             LocalCluster(layout).down()
         elif args.command == "status":

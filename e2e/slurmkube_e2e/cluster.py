@@ -33,6 +33,18 @@ KUEUE_FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset")
 COMPONENTS_GROUP = "slurmkube:components"
 POD_CIDR = "127.1.0.0/16"
 SERVICE_CIDR = "10.96.0.0/16"
+# kwok renews each simulated node's Lease every quarter of this (as a kubelet
+# does, 10 s). A 25,000-node fleet renews 2,500 Leases a second at 40 s, more
+# than two cores' API server keeps up with: renewals come late, nodes flap
+# NotReady, and what a bench measures is the test bed. Large-fleet benches pass
+# a longer lease (`make cluster-up NODE_LEASE_SECONDS=1200`).
+NODE_LEASE_SECONDS = 40
+
+
+def node_monitor_grace(lease_seconds: int) -> int:
+    """kube-controller-manager's grace before a silent node goes Unknown: its
+    default 50 s at a 40 s lease, the lease and a renew interval beyond that."""
+    return max(50, lease_seconds + lease_seconds // 4)
 
 
 class ClusterError(RuntimeError):
@@ -82,8 +94,9 @@ def _http_json_ok(url: str) -> bool:
 class LocalCluster:
     """The local control plane of one checkout (paths and ports from its Layout)."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, node_lease_seconds: int = NODE_LEASE_SECONDS) -> None:
         self.layout = layout
+        self.node_lease_seconds = node_lease_seconds
         self.versions = read_versions(layout.versions_file)
         self._admin_tls: ssl.SSLContext | None = None
         # kube-controller-manager and kube-scheduler serve /healthz with a
@@ -182,6 +195,9 @@ class LocalCluster:
                 # /tmp/hostpath_pv on this host (the in-tree provisioner's own base),
                 # made on claim and removed with it (reclaim policy Delete).
                 "--enable-hostpath-provisioner",
+                # A node whose Lease was not renewed this long goes Unknown; kept
+                # past the kwok renew interval (a quarter of the lease).
+                f"--node-monitor-grace-period={node_monitor_grace(self.node_lease_seconds)}s",
             ],
         )
         scheduler = self._proc(
@@ -209,7 +225,7 @@ class LocalCluster:
                 # accidental connection to them on this machine.
                 f"--cidr={POD_CIDR}",
                 f"--node-ip={LOOPBACK}",
-                "--node-lease-duration-seconds=40",
+                f"--node-lease-duration-seconds={self.node_lease_seconds}",
                 f"--server-address={LOOPBACK}:{ports.kwok}",
             ],
         )
