@@ -38,8 +38,9 @@ lint: venv
 	$(VENV)/bin/ruff check operator tests bench e2e
 	$(VENV)/bin/ruff format --check operator tests bench e2e
 
+# mypy's cache outside the checkout: a fresh clone (CI) rechecks only what changed.
 typecheck: venv
-	$(VENV)/bin/mypy
+	MYPY_CACHE_DIR=$(SLURMKUBE_CACHE)/mypy $(VENV)/bin/mypy
 
 layers: venv
 	$(VENV)/bin/lint-imports

@@ -546,6 +546,24 @@ def test_jobs_listed_again_are_the_last_list_until_a_job_changes(cluster: LocalS
         assert {j.job_id: j.name for j in rest.list_jobs()}[held] == "renamed"
 
 
+def test_the_job_change_probe_answers_no_change_until_a_job_changes(cluster: LocalSlurm) -> None:
+    """What the poll asks first every 2 s (controllers/slurm_poll.py): no job, and no
+    update time, when none changed; a later update time once one did."""
+    held = submit(cluster, "-p", "hgx", "-N", "1", "--hold")
+    with rest_client(cluster) as rest:
+        for _ in range(20):  # until the jobs are quiet (a test before may still settle)
+            since = rest.jobs_changed_since(0)
+            assert since
+            time.sleep(1.1)
+            if not rest.jobs_changed_since(since):
+                break
+        else:
+            pytest.fail("Slurm's jobs never stopped changing")
+        cluster.run("scontrol", "update", f"JobId={held}", "Name=probed")
+        assert rest.jobs_changed_since(since) >= since
+        cluster.run("scancel", str(held))
+
+
 def test_rest_after_slurmrestd_stopped_is_unreachable(cluster: LocalSlurm) -> None:
     """Last in the module: it stops this module's slurmrestd."""
     with rest_client(cluster, attempts=2) as rest:

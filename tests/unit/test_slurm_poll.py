@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurmkube.plan import autoscale
 from slurmkube.plan.model import PodView, SlurmNodeView
-from slurmkube.plan.slurm_poll import plan_poll, polled
+from slurmkube.plan.slurm_poll import SUSPEND_GRACE_S, NodeReads, node_reads, plan_poll, polled
 
 
 def pod(node: str, *, labelled_busy: bool = False) -> PodView:
@@ -112,3 +113,58 @@ def test_a_cluster_reconciles_when_slurm_stops_or_starts_answering(
         answered_before=before,
     )
     assert step.reconcile is reconcile
+
+
+NOW = 1_800_000_000.0
+
+
+def view(
+    name: str, *, busy: bool = False, power: str = autoscale.UP, idle_s: float = 0.0
+) -> SlurmNodeView:
+    return SlurmNodeView(name, busy=busy, drain=False, power=power, last_busy=NOW - idle_s)
+
+
+def reads(*nodes: SlurmNodeView, suspend_time: int | None = 600) -> NodeReads:
+    return node_reads({n.name: n for n in nodes}, suspend_time, NOW)
+
+
+def test_nodes_are_read_every_poll_until_a_first_read() -> None:
+    assert node_reads(None, 600, NOW).due(NOW)
+    assert NodeReads().due(NOW)
+
+
+def test_without_power_saving_only_a_job_change_reads_nodes() -> None:
+    quiet = reads(view("a", idle_s=10_000), view("b", busy=True), suspend_time=None)
+    assert not any(quiet.due(NOW + s) for s in (0, 600, 86_400))
+
+
+@pytest.mark.parametrize(
+    "power", [autoscale.RESUMING, autoscale.SUSPENDING, autoscale.POWER_DOWN_REQUESTED]
+)
+def test_a_node_between_power_states_is_read_every_poll(power: str) -> None:
+    assert reads(view("a", busy=True), view("b", power=power)).due(NOW)
+
+
+def test_an_idle_node_is_read_for_from_when_its_suspend_time_runs_out() -> None:
+    idle = reads(view("a", idle_s=100), view("b", busy=True), view("c", power=autoscale.SUSPENDED))
+    assert idle.suspends == (NOW + 500,)
+    assert not idle.due(NOW + 499)
+    assert idle.due(NOW + 500)
+    assert idle.due(NOW + 500 + SUSPEND_GRACE_S)
+    # Kept up past it (SuspendExcNodes' count): no longer waited on.
+    assert not idle.due(NOW + 501 + SUSPEND_GRACE_S)
+
+
+def test_a_node_idle_since_long_ago_is_not_waited_on() -> None:
+    assert reads(view("a", idle_s=10_000)).suspends == ()
+
+
+@given(st.lists(st.floats(0, 2_000), max_size=8), st.floats(-100, 3_000))
+def test_a_read_is_due_exactly_inside_some_nodes_window(idle: list[float], later: float) -> None:
+    nodes = [view(f"n{i}", idle_s=s) for i, s in enumerate(idle)]
+    due = reads(*nodes).due(NOW + later)
+    ends = [NOW - s + 600 for s in idle]
+    inside = [
+        e for e in ends if e <= NOW + later <= e + SUSPEND_GRACE_S and e >= NOW - SUSPEND_GRACE_S
+    ]
+    assert due is bool(inside)

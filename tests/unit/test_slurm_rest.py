@@ -28,6 +28,7 @@ from slurmkube.slurm import (
     SlurmUnreachable,
 )
 from slurmkube.slurm.incremental import SlurmLists
+from slurmkube.slurm.parse import update_time_of
 from slurmkube.slurm.responses import check_response
 from slurmkube.slurm.rest_bodies import reservation_body
 
@@ -322,6 +323,27 @@ def test_a_node_change_is_told_without_reading_every_node(
     )
     assert client(server, data_parser="v0.0.42").nodes_changed_since(1796352974) is changed
     assert server.seen[0].url.params["update_time"] == "1796352974"
+
+
+@pytest.mark.parametrize(
+    ("answer", "changed_at"),
+    [
+        # slurmctld: SLURM_NO_CHANGE_IN_DATA; slurmrestd: no jobs and no update time.
+        (httpx.Response(200, json={"jobs": [], "warnings": [], "errors": []}), 0),
+        (recorded("jobs"), "recorded"),
+    ],
+)
+def test_a_job_change_is_told_without_keeping_any_job(
+    answer: httpx.Response, changed_at: int | str
+) -> None:
+    server = Server({"GET /slurm/v0.0.42/jobs/": always(answer)})
+    told = client(server, data_parser="v0.0.42").jobs_changed_since(1796352974)
+    assert server.seen[0].url.params["update_time"] == "1796352974"
+    if changed_at == "recorded":
+        assert told == update_time_of(recorded("jobs").json())
+        assert told > 0
+    else:
+        assert told == changed_at
 
 
 def test_a_node_list_carries_slurmctlds_update_time() -> None:

@@ -55,7 +55,7 @@ from slurmkube.plan.cluster import configure, plan_cluster
 from slurmkube.plan.holds import not_responding_since
 from slurmkube.plan.model import PodView
 from slurmkube.plan.reconfigure import next_look
-from slurmkube.plan.slurm_poll import polled
+from slurmkube.plan.slurm_poll import node_reads, polled
 from slurmkube.topology.fleet import config_label_keys, config_part, node_changed, relabelled
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ async def _poll_key(key: Key) -> Result:
     memory = State.clusters.get(key)
     if memory is None or not memory.polled:
         return Result()
-    pods, since = caches.slurmd_pods_now(key), memory.nodes_read_at
+    pods, since, now = caches.slurmd_pods_now(key), memory.nodes_read_at, time.time()
     step, read = await asyncio.to_thread(
         poll_slurm,
         _kube(),
@@ -127,9 +127,14 @@ async def _poll_key(key: Key) -> Result:
         since=since,
         autoscaling=memory.autoscaling,
         answered_before=memory.poll_answered,
+        jobs_since=memory.jobs_read_at,
+        nodes_due=memory.node_reads.due(now),
     )
     memory.nodes_read_at = max(memory.nodes_read_at, read.read_at)
+    memory.jobs_read_at = max(memory.jobs_read_at, read.jobs_at)
     memory.poll_answered = read.answered
+    if read.nodes is not None:
+        memory.node_reads = node_reads(read.nodes, memory.suspend_time, now)
     if step.reconcile:
         _mark(key, "poll", debounce=False)
     return Result(requeue_after=State.settings.autoscale_poll_seconds)
@@ -336,6 +341,10 @@ def reconcile(
             snap = replace(snap, observed=observed)
             step("observe")
             plan = plan_cluster(observed, configured)
+            power = plan.config.power if plan.config is not None else None
+            memory.suspend_time = power.suspend_time if power is not None else None
+            if observed.slurm_nodes is not None:
+                memory.node_reads = node_reads(observed.slurm_nodes, memory.suspend_time, now)
             memory.not_responding = not_responding_since(
                 memory.not_responding, observed.slurm_nodes, now
             )

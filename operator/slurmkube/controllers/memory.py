@@ -22,6 +22,7 @@ from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube
 from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.reconfigure import ConfigClock
+from slurmkube.plan.slurm_poll import NodeReads
 from slurmkube.render.config import SlurmConfig
 
 if TYPE_CHECKING:
@@ -44,6 +45,12 @@ class ClusterMemory:
     nodes_read_at: int = 0
     # Slurm answered the last poll (None: not polled yet).
     poll_answered: bool | None = None
+    # update_time of the poll's last job probe that saw a change, and when the poll
+    # reads nodes although no job changed (plan/slurm_poll.py).
+    jobs_read_at: int = 0
+    node_reads: NodeReads = field(default_factory=NodeReads)
+    # slurm.conf's SuspendTime (None: no power saving).
+    suspend_time: int | None = None
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
     # memory only: after an operator restart the whole window is waited again.
     config_clock: ConfigClock | None = None

@@ -39,14 +39,12 @@ from slurmkube.slurm.rest import RestClient
 __all__ = [
     "API",
     "NodeEntry",
-    "NodesRead",
     "Snapshot",
     "node_entry",
     "observe",
     "observe_again",
     "observe_rest",
     "pod_view",
-    "read_changed_nodes",
     "slurm_view",
     "with_nodes",
 ]
@@ -70,6 +68,7 @@ def slurm_view(node: Node) -> SlurmNodeView:
         cpus=node.cpus,
         real_memory=node.memory_mib,
         gpu_type=node.gpu_type,
+        last_busy=node.last_busy,
     )
 
 
@@ -334,41 +333,6 @@ def _pending_gpus(slurm: RestClient) -> dict[str, int]:
         for partition in filter(None, job.partition.split(",")):
             demand[partition] = demand.get(partition, 0) + job.gpus_requested
     return dict(sorted(demand.items()))
-
-
-@dataclass(frozen=True, slots=True)
-class NodesRead:
-    """The poll's read of Slurm's nodes (plan/slurm_poll.py)."""
-
-    # A node changed since the last read, or Slurm cannot say none did.
-    changed: bool
-    # The nodes, read when they changed (None: not read, or Slurm silent).
-    nodes: dict[str, SlurmNodeView] | None = None
-    # slurmctld's update_time of this read (0: none).
-    read_at: int = 0
-    # Slurm answered (False: no client yet, or an error reading it).
-    answered: bool = True
-
-
-def read_changed_nodes(
-    kube: Kube, namespace: str, name: str, clients: SlurmClients, since: int
-) -> NodesRead:
-    """Slurm's nodes if any changed since `since` (the last full read's
-    update_time): one REST call whose answer, when nothing changed, does not grow
-    with the fleet; the full list only when something did."""
-    cluster_obj = kube.get(API, "SlurmCluster", name, namespace)
-    if cluster_obj is None:
-        return NodesRead(True)
-    slurm = clients.rest(kube, from_object(SlurmCluster, cluster_obj))
-    if slurm is None:
-        return NodesRead(True, answered=False)
-    try:
-        if since and not slurm.nodes_changed_since(since):
-            return NodesRead(False)
-        listed = slurm.node_list()
-    except SlurmError:
-        return NodesRead(True, answered=False)
-    return NodesRead(True, {n.name: slurm_view(n) for n in listed.nodes}, listed.update_time)
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:

@@ -47,6 +47,8 @@ class SlurmNodeView:
     cpus: int = 0
     real_memory: int = 0
     gpu_type: str = ""
+    # When a job last ran there (epoch seconds; 0: unknown): SuspendTime counts from it.
+    last_busy: float = 0.0
 
     @property
     def drained_by_us(self) -> bool:

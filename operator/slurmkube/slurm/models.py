@@ -58,6 +58,9 @@ class Node:
     memory_allocated_mib: int = 0
     reservation: str = ""
     address: str = ""
+    # When a job last ran there (epoch seconds; 0: unknown): power saving counts
+    # SuspendTime from it.
+    last_busy: int = 0
 
     @property
     def drain(self) -> bool:

@@ -97,6 +97,7 @@ class _NodeJson(_Edge):
     alloc_memory: Number = 0
     reservation: Text = ""
     address: Text = ""
+    last_busy: Number = 0
 
 
 class _JobJson(_Edge):
@@ -255,6 +256,7 @@ def _node(n: _NodeJson) -> Node:
         memory_allocated_mib=n.alloc_memory or 0,
         reservation=n.reservation,
         address=n.address,
+        last_busy=n.last_busy or 0,
     )
 
 

@@ -73,6 +73,7 @@ _NODES: Final = {"nodes": node_from}
 # did, so each is dropped as it is decoded (one item at a time, so neither a
 # whole fleet's dicts nor one long parse that holds the GIL).
 _NODES_DROPPED: Final = {"nodes": lambda _index, _item: None}
+_JOBS_DROPPED: Final = {"jobs": lambda _index, _item: None}
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,21 @@ class RestClient:
         wanted = frozenset(states)
         listed = self._lists.jobs.current(self._jobs_since)
         return tuple(j for j in listed.jobs if j.state & wanted)
+
+    def jobs_changed_since(self, update_time: int) -> int:
+        """0 when no job changed since `update_time` (an earlier answer's), at a cost
+        that grows with neither the fleet nor the queue: slurmctld compares the
+        time before it packs anything (`_slurm_rpc_dump_jobs`, proc_req.c) and
+        slurmrestd then sends no jobs. Otherwise the answer's update_time, every
+        job in it dropped as it is decoded."""
+        doc = self._slurm(
+            "GET",
+            f"/jobs/?update_time={int(update_time)}",
+            "jobs changed since",
+            convert=_JOBS_DROPPED,
+            timeout=self._list_timeout,
+        )
+        return update_time_of(doc)
 
     def _jobs_since(self, since: int) -> JobList | None:
         path = f"/jobs/?update_time={since}" if since else "/jobs/"
