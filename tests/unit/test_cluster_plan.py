@@ -7,7 +7,13 @@ from typing import cast
 import pytest
 
 from slurmkube.controllers.apply import drained_idle
-from slurmkube.plan.cluster import configure, plan_cluster, undrain_candidates
+from slurmkube.plan.cluster import (
+    MOUNTED_KINDS,
+    configure,
+    mounted_first,
+    plan_cluster,
+    undrain_candidates,
+)
 from slurmkube.plan.model import Condition, Observed, PodView, SlurmNodeView
 from slurmkube.plan.topology_status import topology_applied
 from slurmkube.slurm.models import Node as SlurmNode
@@ -324,3 +330,35 @@ def test_a_busy_node_whose_pod_is_made_again_is_set_down_first(
     assert plan.down_lost == down_lost
     created = {p["metadata"]["labels"]["slurmkube.io/node"] for p in plan.create_pods}
     assert set(down_lost) <= created
+
+
+LDAP = {
+    "uri": "ldaps://ldap.example.org:636",
+    "baseDN": "dc=example,dc=org",
+    "caConfigMap": "ldap-ca",
+}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"restApi": {"tls": {"enabled": True}}},
+        {"login": {"replicas": 1, "ldap": LDAP}},
+    ],
+)
+def test_what_a_pod_mounts_is_applied_before_the_workload_that_mounts_it(
+    extra: dict[str, object],
+) -> None:
+    objects = plan_cluster(observed(extra=extra)).objects
+    ordered = mounted_first(objects)
+    assert sorted(map(id, ordered)) == sorted(map(id, objects))
+    mounted = [o["kind"] in MOUNTED_KINDS for o in ordered]
+    assert any(mounted), [o["kind"] for o in objects]
+    assert mounted == sorted(mounted, reverse=True)
+
+
+def test_mounted_first_keeps_each_groups_order() -> None:
+    objs = [
+        {"kind": k, "n": i} for i, k in enumerate(["Deployment", "ConfigMap", "Service", "Secret"])
+    ]
+    assert [o["n"] for o in mounted_first(objs)] == [1, 3, 0, 2]

@@ -26,7 +26,7 @@ from slurmkube.controllers.reconfigure import ConfigDelivery, confirm_config
 from slurmkube.controllers.scaling import apply_scaling
 from slurmkube.controllers.upgrade_apply import apply_maintenance
 from slurmkube.kube.client import Kube, Manifest
-from slurmkube.plan.cluster import undrain_candidates
+from slurmkube.plan.cluster import mounted_first, undrain_candidates
 from slurmkube.plan.events import aggregate
 from slurmkube.plan.lost_pods import LOST_REASON
 from slurmkube.plan.model import Condition, Plan
@@ -115,7 +115,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         if message[:1024] not in said:
             kube.event(cluster_obj, "InvalidSpec", message, warning=True)
         return conditions
-    for obj in plan.objects:
+    for obj in mounted_first(plan.objects):
         apply_object(kube, obj, cluster_obj)
     for api_version, kind, name in plan.prune:
         kube.delete(api_version, kind, name, namespace)

@@ -334,3 +334,14 @@ def desired_slurmd_nodes(
     eligible = [n for n in members if n not in unavailable]
     replicas = node_set.spec.replicas
     return eligible if replicas is None else eligible[:replicas]
+
+
+# Kinds a pod mounts: applied before the workloads that mount them. A real kubelet
+# that finds a ConfigMap or Secret volume missing retries with a back-off of up
+# to two minutes, so a pod made a moment before its config waits that long.
+MOUNTED_KINDS = frozenset({"ConfigMap", "Secret"})
+
+
+def mounted_first(objects: Sequence[Manifest]) -> tuple[Manifest, ...]:
+    """`objects` in apply order: ConfigMaps and Secrets first, each group in its order."""
+    return tuple(sorted(objects, key=lambda o: o.get("kind") not in MOUNTED_KINDS))
