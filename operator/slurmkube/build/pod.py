@@ -16,23 +16,6 @@ from slurmkube.build.names import Manifest, labels, meta, names_of
 SLURM_KEY = "slurm.key"
 SLURM_JWKS = "slurm.jwks"
 JWT_KEY = "jwt.key"
-# Readiness probe periods. Pods wait on each other's readiness (slurmd's
-# configless fetch goes through slurmctld's Service, a rollout takes the next
-# pod once the last is Ready), so a probe that first fails while the daemon
-# starts costs a whole period at every step. A TCP connect each second costs
-# a kubelet nothing; an exec probe forks, so it runs half as often.
-READY_TCP_PERIOD_S = 1
-READY_EXEC_PERIOD_S = 2
-
-
-def tcp_readiness(port: int | str) -> Manifest:
-    return {"tcpSocket": {"port": port}, "periodSeconds": READY_TCP_PERIOD_S}
-
-
-def exec_readiness(*command: str) -> Manifest:
-    return {"exec": {"command": list(command)}, "periodSeconds": READY_EXEC_PERIOD_S}
-
-
 # Where daemons that start without slurm.conf's directory (configless slurmd, sackd,
 # slurmdbd) find the keys: auth/slurm prefers the key set when the file exists.
 SACK_ENV = (
@@ -91,7 +74,9 @@ def daemon_container(
         "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],
         # Explicit, so a Slurm build with another sysconfdir reads the same file.
         "env": [{"name": "SLURM_CONF", "value": f"{wk.CONFIG_DIR}/slurm.conf"}],
-        "readinessProbe": tcp_readiness(ports[0][1]) if ports else None,
+        "readinessProbe": {"tcpSocket": {"port": ports[0][1]}, "periodSeconds": 5}
+        if ports
+        else None,
     }
     if resources is not None and resources.manifest():
         container["resources"] = resources.manifest()

@@ -22,7 +22,6 @@ from slurmkube.build.pod import (
     cluster_service,
     daemon_container,
     deployment,
-    exec_readiness,
     slurm_etc,
 )
 
@@ -180,7 +179,10 @@ def restapi_deployment(
     if secret:
         del container["ports"]
         container["volumeMounts"].append({"name": "restapi-socket", "mountPath": SOCKET_DIR})
-        container["readinessProbe"] = exec_readiness("test", "-S", SOCKET)
+        container["readinessProbe"] = {
+            "exec": {"command": ["test", "-S", SOCKET]},
+            "periodSeconds": 5,
+        }
         containers.append(_tls_proxy(cluster, image))
         volumes += _tls_volumes(cluster, secret)
     pod = {
