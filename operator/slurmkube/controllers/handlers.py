@@ -10,10 +10,11 @@ changes costs one reconcile; a slurmd pod gone adds it at once. The queue
 pending config's next look come back as the reconcile's `requeue_after`, a
 failed reconcile is backed off. A Node change goes through the config queue
 first (controllers/early_config.py): its config is written before the
-reconcile, which follows, reads Slurm. Another queue polls Slurm's node states
-every 2 s for each cluster with slurmd pods (plan/slurm_poll.py): the busy
-labels follow a job start within the poll, and an autoscaled cluster's key is
-added when they changed (power saving is no Kubernetes event).
+reconcile, which follows, reads Slurm. Another queue polls Slurm every 2 s for
+each cluster with slurmd pods (plan/slurm_poll.py: jobs first, nodes when a job
+changed or power saving is due): the busy labels follow a job start within the
+poll, and an autoscaled cluster's key is added when its nodes changed (power
+saving is no Kubernetes event).
 Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
