@@ -39,8 +39,8 @@ def read_changed_nodes(
     clients: SlurmClients,
     since: int,
     *,
-    jobs_since: int = 0,
-    nodes_due: bool = True,
+    jobs_since: int,
+    nodes_due: bool,
 ) -> NodesRead:
     """Slurm's nodes if any changed since `since` (the last full read's
     update_time). Unless `nodes_due`, first whether a job changed since
@@ -78,8 +78,8 @@ def poll_slurm(
     since: int,
     autoscaling: bool,
     answered_before: bool | None,
-    jobs_since: int = 0,
-    nodes_due: bool = True,
+    jobs_since: int,
+    nodes_due: bool,
 ) -> tuple[PollStep, NodesRead]:
     """The step taken (its labels patched) and the read it was planned from."""
     read = read_changed_nodes(
