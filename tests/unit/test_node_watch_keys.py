@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from slurmkube.controllers.memory import State, relabel_nodes_seen
 from slurmkube.topology.fleet import (
     config_label_keys,
     config_part,
@@ -76,3 +77,16 @@ def test_only_labels_and_resources_are_what_a_config_reads(
     after = node_fingerprint(change(NodeBuilder("g-1").clique(1)).dict(), keys)
     assert before != after
     assert (config_part(before) != config_part(after)) is config_reads_it
+
+
+def test_both_node_watchers_forget_the_old_keys_so_churn_wakes_neither() -> None:
+    keys = config_label_keys(bundle())
+    node = NodeBuilder("g-1").clique(1).label(CHURN, "1")
+    State.nodes_seen.clear()
+    State.bridge_nodes_seen.clear()
+    for seen in (State.nodes_seen, State.bridge_nodes_seen):
+        node_changed(seen, "ADDED", node.dict(), None)
+    relabel_nodes_seen({"g-1": labels_of(node)}, keys)
+    churned = node.label(CHURN, "2").dict()
+    assert not node_changed(State.nodes_seen, "MODIFIED", churned, keys)
+    assert not node_changed(State.bridge_nodes_seen, "MODIFIED", churned, keys)

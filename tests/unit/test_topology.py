@@ -113,6 +113,19 @@ def test_an_invalid_label_value_is_a_reported_problem_not_a_crash() -> None:
     assert topo.nodes_without_domain == ("g-1",)
 
 
+def test_every_node_with_a_bad_value_is_reported_however_many_share_it() -> None:
+    nodes = [
+        NodeBuilder("g-1").clique("a b").tiers("leaf-1", "spine-1"),
+        NodeBuilder("g-2").clique(1).tiers("leaf-1", "spine-1"),
+        NodeBuilder("g-3").clique("a b").tiers("leaf-1", "spine-1"),
+        NodeBuilder("g-4").clique(1).tiers("leaf-1", "spine-1"),
+    ]
+    topo = topology_of(nodes, blockSize=1)
+    assert [p.node for p in topo.problems] == ["g-1", "g-3"]
+    assert topo.nodes_without_domain == ("g-1", "g-3")
+    assert [b.nodes for b in topo.blocks] == [("g-2", "g-4")]
+
+
 def test_blocks_sharing_a_spine_are_adjacent_for_slurms_block_pairing() -> None:
     nodes = [
         NodeBuilder("a-1").clique("a").tiers("l1", "s2"),

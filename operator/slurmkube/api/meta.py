@@ -74,6 +74,10 @@ class LabelSelector(StrictModel):
         default_factory=list, alias="matchExpressions"
     )
 
+    def keys(self) -> tuple[str, ...]:
+        """The label keys `matches` reads: it depends on their values alone."""
+        return (*self.match_labels, *(req.key for req in self.match_expressions))
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.match_labels.items()):
             return False

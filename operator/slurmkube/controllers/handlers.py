@@ -45,6 +45,7 @@ from slurmkube.controllers.memory import (
     cluster_memory,
     label_keys,
     leading,
+    relabel_nodes_seen,
 )
 from slurmkube.controllers.observe import NodeEntry, observe, observe_rest, with_nodes
 from slurmkube.controllers.queue import Key, Result, WorkQueue
@@ -57,7 +58,7 @@ from slurmkube.plan.holds import not_responding_since
 from slurmkube.plan.model import PodView
 from slurmkube.plan.reconfigure import next_look
 from slurmkube.plan.slurm_poll import node_reads, polled
-from slurmkube.topology.fleet import config_label_keys, config_part, node_changed, relabelled
+from slurmkube.topology.fleet import config_label_keys, config_part, node_changed
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = wk.GROUP, "v1alpha1"
@@ -85,7 +86,7 @@ async def _reconcile_key(key: Key) -> Result:
     )
     keys = label_keys()
     if keys != keys_before:
-        relabelled(State.nodes_seen, {name: e.labels for name, e in nodes.items()}, keys)
+        relabel_nodes_seen({name: e.labels for name, e in nodes.items()}, keys)
     await asyncio.to_thread(release_free_heap)
     return Result(requeue_after=requeue)
 

@@ -64,8 +64,8 @@ COALESCE_SECONDS = 0.05
 
 @dataclass
 class _Bridge:
-    # Per Node: node_fingerprint of its last event, so heartbeats do not wake the bridge.
-    nodes: dict[str, int] = field(default_factory=dict)
+    # What asked for the next round (TRIGGERS), for slurmkube_bridge_rounds_total.
+    triggers: set[str] = field(default_factory=set)
     # The last round's valid checks and the SlurmCluster each lends from (the goodput
     # exporter reads it rather than asking the API server again).
     lenders: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -78,12 +78,18 @@ BRIDGE = _Bridge()
 # the way to Ready, before the reservation and after the slurmd pod left); a
 # round asks for the next after RESYNC_SECONDS (leaks, WaitForIdle timeouts).
 ROUND = "round"
+# What asked for a round, for slurmkube_bridge_rounds_total; the first present wins,
+# so a round any Node event asked for counts as "node".
+TRIGGERS = ("node", "workload", "admissioncheck", "slurmreservationcheck", "pod")
 
 
 async def _round(_: str) -> Result:
     kube = State.kube
     if kube is None or not caches.ready():
         return Result(requeue_after=COALESCE_SECONDS)
+    trigger = next((t for t in TRIGGERS if t in BRIDGE.triggers), "requeue")
+    BRIDGE.triggers.clear()
+    metrics.BRIDGE_ROUNDS.labels(trigger).inc()
     started = time.monotonic()
     relabelled = await asyncio.to_thread(reconcile_bridge, kube, _cache_now())
     log.info("bridge reconciled seconds=%.3f", time.monotonic() - started)
@@ -108,17 +114,22 @@ def _cache_now() -> Cache:
     )
 
 
-async def _mark(**kwargs: Any) -> None:
-    caches.take(kwargs)
+def _ask(trigger: str) -> None:
+    BRIDGE.triggers.add(trigger)
     ROUNDS.add(ROUND, COALESCE_SECONDS)
+
+
+async def _mark(resource: kopf.Resource, **kwargs: Any) -> None:
+    caches.take(kwargs)
+    _ask(resource.plural.removesuffix("s"))
 
 
 async def _node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
     caches.take(kwargs)
-    if node_changed(BRIDGE.nodes, type, body, label_keys()):
-        ROUNDS.add(ROUND, COALESCE_SECONDS)
+    if node_changed(State.bridge_nodes_seen, type, body, label_keys()):
+        _ask("node")
 
 
 kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")(_mark)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from slurmkube.kube.lease import LeaderLease
 from slurmkube.plan.reconfigure import ConfigClock
 from slurmkube.plan.slurm_poll import NodeReads
 from slurmkube.render.config import SlurmConfig
+from slurmkube.topology.fleet import relabelled
 
 if TYPE_CHECKING:
     from slurmkube.controllers.observe import Snapshot
@@ -79,8 +81,11 @@ class OperatorState:
     kube: Kube | None = None
     lease: LeaderLease | None = None
     clusters: dict[Key, ClusterMemory] = field(default_factory=dict)
-    # Per Node: the fingerprint of its last event that counted.
+    # Per Node: the fingerprint of its last event that counted, for the SlurmCluster
+    # reconciles and for the Kueue bridge (each watcher keeps its own memory; both are
+    # made again when the label keys change, `relabel_nodes_seen`).
     nodes_seen: dict[str, int] = field(default_factory=dict)
+    bridge_nodes_seen: dict[str, int] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -90,6 +95,15 @@ State = OperatorState()
 def cluster_memory(key: Key) -> ClusterMemory:
     """The cluster's record, made on first sight (an event may name a cluster not seen yet)."""
     return State.clusters.setdefault(key, ClusterMemory())
+
+
+def relabel_nodes_seen(
+    labels: Mapping[str, Mapping[str, str]], keys: frozenset[str] | None
+) -> None:
+    """Both Node watchers' memories after the label keys changed (`relabelled`), from
+    each node's labels as the reconcile that made the new keys read them."""
+    for seen in (State.nodes_seen, State.bridge_nodes_seen):
+        relabelled(seen, labels, keys)
 
 
 def leading() -> bool:

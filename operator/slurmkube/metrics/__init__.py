@@ -87,6 +87,13 @@ SLURM_REACHABLE = Gauge(
 )
 
 # Kueue bridge (AdmissionCheck slurmkube.io/slurm-reservation), labelled by the check.
+BRIDGE_ROUNDS = Counter(
+    "slurmkube_bridge_rounds_total",
+    "Rounds of the Kueue bridge, by what asked for one (node, workload, admissioncheck,"
+    " slurmreservationcheck, pod; requeue: the resync or a round's follow-up).",
+    ["trigger"],
+    registry=REGISTRY,
+)
 LENT_NODES = Gauge(
     "slurmkube_lent_nodes",
     "Nodes under a slurmkube.io/lease label (lent to Kueue workloads) per SlurmCluster.",

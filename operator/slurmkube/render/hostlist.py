@@ -25,7 +25,17 @@ def compress(names: Iterable[str]) -> str:
     Names are grouped by prefix and digit count, so every member of a range
     has the width of its bounds and Slurm expands it back exactly.
     """
-    return _compress(frozenset(names))
+    members = frozenset(names)
+    return _compress_block(members) if len(members) <= BLOCK_NAMES else _compress(members)
+
+
+# A block's or a shape's few names: the same few thousand sets, render after render.
+BLOCK_NAMES = 64
+
+
+@lru_cache(maxsize=4096)
+def _compress_block(names: frozenset[str]) -> str:
+    return _compress.__wrapped__(names)
 
 
 # One render compresses the same node set for its NodeName, PartitionName and

@@ -81,10 +81,17 @@ def membership(
                 ns.spec.cluster_ref,
                 f"the SlurmCluster in this bundle ({cluster!r})",
             )
-        matches = ns.spec.node_selector.matches
+        selector = ns.spec.node_selector
+        keys = selector.keys()
+        # A fleet repeats few combinations of the selector's values: match each once.
+        matched: dict[tuple[str | None, ...], bool] = {}
         chosen = selected[ns.metadata.name]
         for node in fleet:
-            if not matches(node.labels):
+            values = tuple(map(node.labels.get, keys))
+            hit = matched.get(values)
+            if hit is None:
+                hit = matched[values] = selector.matches(node.labels)
+            if not hit:
                 continue
             if node.name in owner:
                 where = f"NodeSet {ns.metadata.name} spec.nodeSelector"

@@ -76,6 +76,8 @@ class _Labels:
     def __init__(self) -> None:
         self.problems: list[LabelProblem] = []
         self._seen: dict[str, SlurmToken | None] = {}
+        # A value failed since the caller last cleared it (each node is then reported).
+        self.failed = False
 
     def get(self, node: FleetNode, key: str) -> SlurmToken | None:
         value = node.labels.get(key)
@@ -92,6 +94,7 @@ class _Labels:
             self.problems.append(
                 LabelProblem(node.name, key, f"Node {node.name} label {key}: {err}")
             )
+            self.failed = True
             return None  # not cached: every node with the bad value is reported
         self._seen[value] = token
         return token
@@ -106,13 +109,22 @@ def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopol
     paths: dict[SlurmToken, tuple[str, ...]] = {}
     without_domain: list[str] = []
     without_tiers: list[str] = []
-    get = labels.get
+    keys = (*tiers, domain_key)
+    # A fleet repeats few combinations of these values: read each combination once.
+    read: dict[tuple[str | None, ...], tuple[tuple[str, ...], SlurmToken | None]] = {}
     for node in sorted_nodes(nodes):
-        path = tuple(get(node, key) or UNKNOWN for key in tiers)
+        values = tuple(map(node.labels.get, keys))
+        known = read.get(values)
+        if known is None:
+            path = tuple(labels.get(node, key) or UNKNOWN for key in tiers)
+            known = (path, labels.get(node, domain_key))
+            if not labels.failed:
+                read[values] = known
+            labels.failed = False
+        path, domain = known
         paths[node.name] = path
         if UNKNOWN in path:
             without_tiers.append(node.name)
-        domain = get(node, domain_key)
         if domain is None:
             without_domain.append(node.name)
         else:
