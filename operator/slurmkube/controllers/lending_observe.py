@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -153,12 +153,13 @@ def observe_nodes(
     read `with_jobs` only (the incremental list costs a deep queue's size whenever a
     job changed)."""
     namespace = wk.namespace_or_default(cluster.metadata.namespace)
-    node_sets = [
-        from_object(NodeSet, raw)
+    node_sets_raw = [
+        raw
         for raw in cache.node_sets
         if wk.namespace_or_default(raw["metadata"].get("namespace")) == namespace
         and (raw.get("spec") or {}).get("clusterRef") == cluster.metadata.name
     ]
+    node_sets = [from_object(NodeSet, raw) for raw in node_sets_raw]
     # A terminating slurmd pod still counts: the check turns Ready only once it is
     # gone. Ready at deletionTimestamp would be safe for the GPUs (kube-scheduler
     # counts a terminating pod's requests until it is deleted, and Slurm has the
@@ -195,45 +196,132 @@ def observe_nodes(
                 if uid_of_reservation(r.name) is not None
             )
     domain = cluster.spec.topology.nvlink_domain_label
-    views = []
-    for name, entry in sorted(cache.nodes.items()):
-        labels, fleet = entry.labels, entry.fleet
-        node_set = next((ns for ns in node_sets if ns.spec.node_selector.matches(labels)), None)
-        if node_set is None or fleet is None:
-            continue
-        s = slurm_nodes.get(name)
-        views.append(
-            NodeView(
-                name=name,
-                node_set=node_set.metadata.name,
-                block=labels.get(domain) or f"node/{name}",
-                gpus=fleet.gpus,
-                slurm=fold_slurm_state(
-                    has_slurmd_pod=name in with_pod,
-                    known=s is not None,
-                    busy=bool(s and s.busy),
-                    responding=bool(s and s.responding),
-                    drain=bool(s and s.drain),
-                    drained_by_us=bool(s and s.drained_by_us),
-                    health_drain=bool(s and s.drain and wk.is_health_drain(s.reason)),
-                ),
-                lease=labels.get(wk.LABEL_LEASE, ""),
-                has_slurmd_pod=name in with_pod,
-                cordoned=entry.cordoned,
-                slurm_reservation=held.get(name, ""),
-                jobs=jobs.get(name, ()),
-                busy_until=ends.get(name, 0.0),
-                planned=bool(s and s.planned),
-                sickness=sickness_of(
-                    drain=bool(s and s.drain),
-                    reason=s.reason if s else "",
-                    tainted=any(t[0] == wk.TAINT_UNHEALTHY for t in entry.taints),
-                ),
-                escalated=bool(labels.get(domain)) and labels.get(domain) in escalated,
+    key = (namespace, cluster.metadata.name)
+    context = (tuple(_version(raw) for raw in node_sets_raw), domain, escalated)
+    memo = _VIEWS.get(key)
+    if memo is None or memo.context != context:
+        memo = _VIEWS[key] = _Views(context)
+    made, views = memo.made, []
+    for name in sorted(cache.nodes):
+        entry, s = cache.nodes[name], slurm_nodes.get(name)
+        has_pod, reservation = name in with_pod, held.get(name, "")
+        node_jobs, busy_until = jobs.get(name, ()), ends.get(name)
+        last = made.get(name)
+        if (
+            last is None
+            or last.entry is not entry
+            or last.slurm is not s
+            or last.has_pod != has_pod
+            or last.reservation != reservation
+            or last.jobs != node_jobs
+            or last.busy_until != busy_until
+        ):
+            node_set = next(
+                (ns for ns in node_sets if ns.spec.node_selector.matches(entry.labels)), None
             )
-        )
+            view = None
+            if node_set is not None:
+                view = _node_view(
+                    name,
+                    entry,
+                    node_set.metadata.name,
+                    s=s,
+                    has_pod=has_pod,
+                    reservation=reservation,
+                    jobs=node_jobs,
+                    busy_until=busy_until,
+                    domain=domain,
+                    escalated=escalated,
+                )
+            last = made[name] = _Made(entry, s, has_pod, reservation, node_jobs, busy_until, view)
+        if last.view is not None:
+            views.append(last.view)
+    if len(made) > len(cache.nodes):
+        for gone in made.keys() - cache.nodes.keys():
+            del made[gone]
     reachable = rest is not None and not error
     return SlurmSide(tuple(views), reservations, queue, reachable, error)
+
+
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """One node's view (None: no NodeSet of the cluster selects it, or unusable) and
+    what it was made from: the same NodeEntry and Slurm node objects (the caches
+    replace them on a change), the same pod, reservation and jobs."""
+
+    entry: NodeEntry
+    slurm: object
+    has_pod: bool
+    reservation: str
+    jobs: tuple[RunningJob, ...]
+    busy_until: float | None
+    view: NodeView | None
+
+
+@dataclass
+class _Views:
+    """A cluster's NodeViews of the last round: a round folds again only the nodes
+    whose inputs changed, and allocates nothing for the others (folding 25,000
+    nodes cost a round about 0.2 s). `context`: the round-wide inputs (its
+    NodeSets' versions, the domain label, the escalated domains); a change there
+    folds every node again."""
+
+    context: tuple[object, ...]
+    made: dict[str, _Made] = field(default_factory=dict)
+
+
+_VIEWS: dict[tuple[str, str], _Views] = {}
+
+
+def _version(raw: Manifest) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _node_view(
+    name: str,
+    entry: NodeEntry,
+    node_set: str,
+    *,
+    s: Any,
+    has_pod: bool,
+    reservation: str,
+    jobs: tuple[RunningJob, ...],
+    busy_until: float | None,
+    domain: str,
+    escalated: frozenset[str],
+) -> NodeView | None:
+    """One node as the bridge plans with it (None: unusable labels or resources)."""
+    labels, fleet = entry.labels, entry.fleet
+    if fleet is None:
+        return None
+    return NodeView(
+        name=name,
+        node_set=node_set,
+        block=labels.get(domain) or f"node/{name}",
+        gpus=fleet.gpus,
+        slurm=fold_slurm_state(
+            has_slurmd_pod=has_pod,
+            known=s is not None,
+            busy=bool(s and s.busy),
+            responding=bool(s and s.responding),
+            drain=bool(s and s.drain),
+            drained_by_us=bool(s and s.drained_by_us),
+            health_drain=bool(s and s.drain and wk.is_health_drain(s.reason)),
+        ),
+        lease=labels.get(wk.LABEL_LEASE, ""),
+        has_slurmd_pod=has_pod,
+        cordoned=entry.cordoned,
+        slurm_reservation=reservation,
+        jobs=jobs,
+        busy_until=busy_until or 0.0,
+        planned=bool(s and s.planned),
+        sickness=sickness_of(
+            drain=bool(s and s.drain),
+            reason=s.reason if s else "",
+            tainted=any(t[0] == wk.TAINT_UNHEALTHY for t in entry.taints),
+        ),
+        escalated=bool(labels.get(domain)) and labels.get(domain) in escalated,
+    )
 
 
 def running_jobs_by_node(
