@@ -95,7 +95,7 @@ def _ms(start: float) -> float:
 def measure_render(nodes: int, blocks: int, repeat: int) -> dict[str, Any]:
     """In a child process: each stage's median over `repeat` runs, then peak RSS."""
     from slurmkube.api.documents import parse_cluster, parse_nodes
-    from slurmkube.plan.cluster import kueue_name
+    from slurmkube.plan.objects import kueue_name
     from slurmkube.render import plan_config
     from slurmkube.render.files import render_files, render_topology_conf
     from slurmkube.topology.fleet import fleet_node
