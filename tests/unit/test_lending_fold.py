@@ -79,3 +79,10 @@ def test_a_changed_node_set_folds_every_node_again() -> None:
     nodes = fleet(4)
     assert len(fresh(nodes)) == 4
     assert fold(nodes, version="2", pool="other") == ()
+
+
+def test_a_cluster_no_longer_lent_from_is_forgotten() -> None:
+    fresh(fleet(2))
+    assert lending_observe._VIEWS
+    lending_observe.forget_views([("default", "elsewhere")])
+    assert not lending_observe._VIEWS

@@ -38,6 +38,7 @@ from slurmkube.controllers.lending_observe import (
     Check,
     check_of,
     clusters_with_leases,
+    forget_views,
     observe_nodes,
     workloads_of,
 )
@@ -177,6 +178,7 @@ def reconcile_bridge(kube: Kube, cache: Cache) -> set[tuple[str, str]]:
     # Leases nobody holds on clusters no valid check names (a check deleted while
     # it lent): those clusters are reconciled with no policy, which releases them.
     clusters |= clusters_with_leases(live, cache)
+    forget_views(clusters)
     active: dict[str, tuple[bool, str, str]] = {
         c.name: (False, "InvalidParameters", c.problem) for c in checks if c.problem
     }

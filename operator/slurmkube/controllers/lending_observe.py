@@ -273,6 +273,13 @@ class _Views:
 _VIEWS: dict[tuple[str, str], _Views] = {}
 
 
+def forget_views(keep: Iterable[tuple[str, str]]) -> None:
+    """Drop the views of clusters the bridge no longer lends from (deleted, or no
+    check names them): a round folds such a cluster again from nothing."""
+    for key in _VIEWS.keys() - set(keep):
+        del _VIEWS[key]
+
+
 def _version(raw: Manifest) -> str:
     return str((raw.get("metadata") or {}).get("resourceVersion", ""))
 
