@@ -141,8 +141,6 @@ def fleet_node(node: KubeNode) -> FleetNode:
 
 
 @lru_cache(maxsize=1 << 17)
-# Cached: each config sorts the whole fleet more than once, and node names stay.
-@lru_cache(maxsize=1 << 17)
 def sort_key(name: str) -> tuple[object, ...]:
     """Natural order: gpu-2 before gpu-10, so output reads like Slurm's hostlists."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
