@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet, SlurmCluster, SlurmReservationCheckSpec, from_object
-from slurmkube.controllers.observe import NodeEntry
+from slurmkube.controllers.observe import NodeEntry, resource_version
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
     LendingPolicy,
@@ -197,7 +197,7 @@ def observe_nodes(
             )
     domain = cluster.spec.topology.nvlink_domain_label
     key = (namespace, cluster.metadata.name)
-    context = (tuple(_version(raw) for raw in node_sets_raw), domain, escalated)
+    context = (tuple(resource_version(raw) for raw in node_sets_raw), domain, escalated)
     memo = _VIEWS.get(key)
     if memo is None or memo.context != context:
         memo = _VIEWS[key] = _Views(context)
@@ -278,10 +278,6 @@ def forget_views(keep: Iterable[tuple[str, str]]) -> None:
     check names them): a round folds such a cluster again from nothing."""
     for key in _VIEWS.keys() - set(keep):
         del _VIEWS[key]
-
-
-def _version(raw: Manifest) -> str:
-    return str((raw.get("metadata") or {}).get("resourceVersion", ""))
 
 
 def _node_view(

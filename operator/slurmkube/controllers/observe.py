@@ -172,15 +172,15 @@ def observe_again(
     cluster_obj = _staying_cluster(kube, namespace, name)
     if cluster_obj is None:
         return None
-    read = {n: _version(o) for n, o in last.node_set_objs.items()}
-    if _version(cluster_obj) != _version(last.cluster_obj) or read != {
-        str(o["metadata"]["name"]): _version(o) for o in node_sets
+    read = {n: resource_version(o) for n, o in last.node_set_objs.items()}
+    if resource_version(cluster_obj) != resource_version(last.cluster_obj) or read != {
+        str(o["metadata"]["name"]): resource_version(o) for o in node_sets
     }:
         return with_nodes(_observe_objects(kube, cluster_obj, node_sets), nodes)
     return with_nodes(last, nodes)
 
 
-def _version(obj: Manifest) -> str:
+def resource_version(obj: Manifest) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
