@@ -29,7 +29,9 @@ from slurmkube.build.pod import (
     cluster_service,
     daemon_container,
     deployment,
+    exec_readiness,
     slurm_etc,
+    tcp_readiness,
 )
 from slurmkube.build.sssd import (
     LDAP_BIND_DIR,
@@ -114,10 +116,7 @@ def _sssd(ldap: LdapSpec, image: str | None, cluster: SlurmCluster) -> Manifest:
         path = f"{LDAP_BIND_DIR}/{LDAP_BIND_KEY}"
         container["env"].append({"name": "SLURMKUBE_LDAP_BIND_PASSWORD_FILE", "value": path})
     container["volumeMounts"] = mounts
-    container["readinessProbe"] = {
-        "exec": {"command": ["test", "-S", "/var/lib/sss/pipes/nss"]},
-        "periodSeconds": 5,
-    }
+    container["readinessProbe"] = exec_readiness("test", "-S", "/var/lib/sss/pipes/nss")
     container["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
     return container
 
@@ -125,7 +124,7 @@ def _sssd(ldap: LdapSpec, image: str | None, cluster: SlurmCluster) -> Manifest:
 def _sshd(cluster: SlurmCluster, image: str | None) -> Manifest:
     container = _user_side(cluster, "sshd", ["sshd"], image)
     container["ports"] = [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}]
-    container["readinessProbe"] = {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 5}
+    container["readinessProbe"] = tcp_readiness(SSH_PORT)
     # Root, as it becomes each user; with only the capabilities that takes: a
     # session's ids (SETUID, SETGID), its pty and home (CHOWN, pam_mkhomedir),
     # the privilege-separated child (SYS_CHROOT), port 22, the login record,

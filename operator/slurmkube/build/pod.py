@@ -16,6 +16,19 @@ from slurmkube.build.names import Manifest, labels, meta, names_of
 SLURM_KEY = "slurm.key"
 SLURM_JWKS = "slurm.jwks"
 JWT_KEY = "jwt.key"
+# Readiness probe period. One second was tried (979f453, reverted): pods turned
+# Ready before slurmrestd answered, and the operator's first reads timed out.
+READY_PERIOD_S = 5
+
+
+def tcp_readiness(port: int | str) -> Manifest:
+    return {"tcpSocket": {"port": port}, "periodSeconds": READY_PERIOD_S}
+
+
+def exec_readiness(*command: str) -> Manifest:
+    return {"exec": {"command": list(command)}, "periodSeconds": READY_PERIOD_S}
+
+
 # Where daemons that start without slurm.conf's directory (configless slurmd, sackd,
 # slurmdbd) find the keys: auth/slurm prefers the key set when the file exists.
 SACK_ENV = (
@@ -74,9 +87,7 @@ def daemon_container(
         "volumeMounts": [{"name": "slurm-etc", "mountPath": wk.CONFIG_DIR, "readOnly": True}],
         # Explicit, so a Slurm build with another sysconfdir reads the same file.
         "env": [{"name": "SLURM_CONF", "value": f"{wk.CONFIG_DIR}/slurm.conf"}],
-        "readinessProbe": {"tcpSocket": {"port": ports[0][1]}, "periodSeconds": 5}
-        if ports
-        else None,
+        "readinessProbe": tcp_readiness(ports[0][1]) if ports else None,
     }
     if resources is not None and resources.manifest():
         container["resources"] = resources.manifest()

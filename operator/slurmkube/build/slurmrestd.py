@@ -22,6 +22,7 @@ from slurmkube.build.pod import (
     cluster_service,
     daemon_container,
     deployment,
+    exec_readiness,
     slurm_etc,
 )
 
@@ -179,10 +180,7 @@ def restapi_deployment(
     if secret:
         del container["ports"]
         container["volumeMounts"].append({"name": "restapi-socket", "mountPath": SOCKET_DIR})
-        container["readinessProbe"] = {
-            "exec": {"command": ["test", "-S", SOCKET]},
-            "periodSeconds": 5,
-        }
+        container["readinessProbe"] = exec_readiness("test", "-S", SOCKET)
         containers.append(_tls_proxy(cluster, image))
         volumes += _tls_volumes(cluster, secret)
     pod = {
