@@ -23,12 +23,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from slurmkube.controllers.apply import deliver_config
-from slurmkube.controllers.memory import ClusterMemory
+from slurmkube.controllers.memory import ClusterMemory, State
 from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.holds import early_delivery_safe
 from slurmkube.plan.model import Plan, PodView
+from slurmkube.render.files import TOPOLOGY_YAML
+from slurmkube.render.live_topology import Units, moves, units_in_file, units_of
+from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.topology_text import parse_topology_yaml
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +47,89 @@ def deliver(
     only_if_safe: bool = False,
 ) -> str:
     """Write the config made from the Node index of instant `nodes_at` and
-    remember it as the one in force; returns its hash ("" when not written: a
-    config made from a later instant is in force, or `only_if_safe` and
-    `early_delivery_safe` refuses it against the config in force now)."""
-    assert configured.config_map is not None and configured.rendered is not None
+    remember it as the one in force; where nodes move live, move them. Returns
+    its hash ("" when not written: a config made from a later instant is in
+    force, or `only_if_safe` and `early_delivery_safe` refuses it against the
+    config in force now)."""
+    rendered = configured.rendered
+    assert configured.config_map is not None and rendered is not None
     with memory.delivering:
         if nodes_at < memory.delivered_nodes_at:
             return ""
         config = configured.config
         if only_if_safe and (config is None or not early_delivery_safe(memory.delivered, config)):
             return ""
-        wanted = configured.rendered.hash
         clock = memory.config_clock
-        memory.config_clock = deliver_config(kube, snap, configured.config_map, wanted, clock)
-        memory.delivered = configured.config
+        before = memory.units_in_slurm
+        held = clock.hash if clock is not None else None
+        if before is None and rendered.topology_frame is not None:
+            # Since the operator started: what the files it is about to replace hold.
+            before, held = _written(kube, configured.config_map)
+        # A reconfigure, or a slurmctld that starts, reads the new file: it places every node.
+        reconfigures = held != rendered.hash
+        fresh = rendered.content_hash != memory.delivered_content
+        memory.config_clock = deliver_config(
+            kube, snap, configured.config_map, rendered, clock, changed=fresh
+        )
+        memory.delivered = config
         memory.delivered_nodes_at = nodes_at
+        memory.delivered_content = rendered.content_hash
+        if config is not None and rendered.topology_frame is not None:
+            wanted = units_of(config)
+            memory.units_in_slurm = (
+                wanted if reconfigures or before is None else _move(kube, snap, before, wanted)
+            )
+        else:
+            memory.units_in_slurm = None
+        return rendered.hash
+
+
+def _written(kube: Kube, config_map: Manifest) -> tuple[dict[str, Units] | None, str | None]:
+    """Where the ConfigMap's topology.yaml puts each node, and its config hash;
+    (None, None) when it holds none (a new cluster: slurmctld starts on the
+    files written now)."""
+    meta = config_map["metadata"]
+    data = (kube.get("v1", "ConfigMap", meta["name"], meta["namespace"]) or {}).get("data") or {}
+    text = data.get(TOPOLOGY_YAML)
+    if text is None:
+        return None, None
+    try:
+        parsed = parse_topology_yaml(text)
+    except ValueError:
+        return None, None
+    placed = {t: {unit: rec.nodes for unit, rec in units.items()} for t, units in parsed.items()}
+    return units_in_file(placed), data.get("config-hash")
+
+
+def _move(
+    kube: Kube, snap: Snapshot, before: Mapping[str, Units], wanted: dict[str, Units]
+) -> dict[str, Units]:
+    """Move the nodes Slurm has elsewhere than `wanted`; returns where Slurm has
+    them now. A failed move is sent again by the next delivery (each reconcile's)."""
+    planned = moves(before, wanted)
+    if not planned:
         return wanted
+    slurm = State.clients.rest(kube, snap.observed.bundle.cluster)
+    if slurm is None:
+        return dict(before)
+    meta = snap.cluster_obj["metadata"]
+    placed = dict(before)
+    for move in planned:
+        try:
+            slurm.move_nodes(move.nodes, move.units)
+        except SlurmError as err:
+            log.warning(
+                "topology move failed cluster=%s/%s nodes=%d error=%s",
+                meta["namespace"],
+                meta["name"],
+                len(move.nodes),
+                err,
+            )
+            return placed
+        placed.update(dict.fromkeys(move.nodes, move.units))
+    moved = sum(len(m.nodes) for m in planned)
+    log.info("topology moved cluster=%s/%s nodes=%d", meta["namespace"], meta["name"], moved)
+    return wanted
 
 
 def deliver_if_safe(
@@ -95,11 +166,9 @@ def deliver_early(
     # The pods' images too: the files suit the oldest Slurm a slurmd runs.
     configured = configure(replace(snap.observed, pods=pods))
     made = time.monotonic()
-    clock = memory.config_clock
     unchanged = (
         isinstance(configured, Configured)
-        and clock is not None
-        and configured.rendered.hash == clock.hash
+        and configured.rendered.content_hash == memory.delivered_content
     )
     # The reconcile that follows writes it again anyway (level-based repair).
     written = "" if unchanged else deliver_if_safe(kube, snap, memory, configured, nodes_at)

@@ -72,6 +72,8 @@ _NODES: Final = {"nodes": node_from}
 # The probe's answer, when a node changed, is every node: it only tells that one
 # did, so each is dropped as it is decoded (one item at a time, so neither a
 # whole fleet's dicts nor one long parse that holds the GIL).
+# Node names per `POST /node/{names}`: keeps the request line short.
+_NAMES_PER_PATH: Final = 100
 _NODES_DROPPED: Final = {"nodes": lambda _index, _item: None}
 _JOBS_DROPPED: Final = {"jobs": lambda _index, _item: None}
 
@@ -261,6 +263,12 @@ class RestClient:
         node = grammar.hostname(name, "node")
         body = bodies.node_features_body(available, active)
         self._slurm("POST", f"/node/{node}", f"set features of node {node}", body)
+
+    def move_nodes(self, nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> None:
+        body = bodies.node_topology_body(units)
+        for start in range(0, len(nodes), _NAMES_PER_PATH):
+            names = arguments.node_names(nodes[start : start + _NAMES_PER_PATH])
+            self._slurm("POST", f"/node/{names}", f"move nodes {names[:64]}", body)
 
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:

@@ -1,0 +1,95 @@
+"""Node moves between existing topology units, applied without a reconfigure (pure).
+
+On a release that moves nodes live (`SlurmVersion.moves_nodes_live`), `scontrol
+update NodeName=<nodes> Topology=<topology>:<unit>[,...]` puts nodes into a
+block or leaf switch slurmctld already holds, at once; a reconfigure of a
+10,000-node slurmctld takes seconds more than the 1 s a relabel has to reach
+Slurm (docs/benchmarks.md). Slurm refuses a block it does not hold, so only
+the nodes change here: a new or vanished unit, other block sizes or another
+set of placed nodes is a new `frame`, and the frame, not the node lists, is
+what the reconfigure hash covers. The file still lists every node where it
+is, so a slurmctld that starts or reconfigures reads the same placement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from slurmkube.render.config import SlurmConfig
+from slurmkube.render.topologies import NETWORK, NVLINK
+
+# (topology name, block or leaf switch name): one `Topology=` entry.
+Unit = tuple[str, str]
+Units = tuple[Unit, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Nodes that go to the same units: one `scontrol update` (or REST POST)."""
+
+    nodes: tuple[str, ...]
+    units: Units
+
+
+def units_of(config: SlurmConfig) -> dict[str, Units]:
+    """Each placed node -> its unit in every named topology that places nodes."""
+    named = set(config.topologies.names)
+    topo = config.topology
+    places: dict[str, list[Unit]] = defaultdict(list)
+    if NVLINK in named:
+        for block in topo.blocks:
+            for node in block.nodes:
+                places[node].append((NVLINK, block.name))
+    if NETWORK in named:
+        for switch in topo.switches:
+            for node in switch.nodes:
+                places[node].append((NETWORK, switch.name))
+    return {node: tuple(units) for node, units in places.items()}
+
+
+def units_in_file(placed: Mapping[str, Mapping[str, Iterable[str]]]) -> dict[str, Units]:
+    """`units_of` for the nodes of a topology file as read back ({topology: {unit: nodes}})."""
+    places: dict[str, list[Unit]] = defaultdict(list)
+    for topology in (NVLINK, NETWORK):
+        for unit, nodes in sorted(placed.get(topology, {}).items()):
+            for node in nodes:
+                places[node].append((topology, unit))
+    return {node: tuple(units) for node, units in places.items()}
+
+
+def frame(config: SlurmConfig) -> str:
+    """The topology file less which unit each node is in: what a live move cannot change."""
+    named = set(config.topologies.names)
+    topo = config.topology
+    shape: dict[str, object] = {
+        "topologies": [str(n) for n in config.topologies.names],
+        "default": str(config.topologies.default),
+    }
+    if NVLINK in named:
+        shape[NVLINK] = {
+            "block_sizes": list(topo.block_sizes),
+            "blocks": [str(b.name) for b in topo.blocks],
+            "nodes": sorted(n for b in topo.blocks for n in b.nodes),
+        }
+    if NETWORK in named:
+        shape[NETWORK] = {
+            "switches": [
+                [str(s.name), s.tier, [str(c) for c in s.switches]] for s in topo.switches
+            ],
+            "nodes": sorted(n for s in topo.switches for n in s.nodes),
+        }
+    return json.dumps(shape, sort_keys=True)
+
+
+def moves(before: Mapping[str, Units] | None, after: Mapping[str, Units]) -> tuple[Move, ...]:
+    """The updates that take Slurm from `before` to `after` (as `units_of`; None:
+    not known, every node is sent), nodes grouped by where they go. Meant for
+    two configs of one frame: a node placed in one and not the other is not a move."""
+    going: dict[Units, list[str]] = defaultdict(list)
+    for node, units in after.items():
+        if before is None or before.get(node, units) != units:
+            going[units].append(node)
+    return tuple(Move(tuple(sorted(nodes)), units) for units, nodes in sorted(going.items()))
