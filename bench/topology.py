@@ -72,11 +72,20 @@ from slurmkube.controllers.settings import Settings  # noqa: E402
 from slurmkube.kube.client import Kube as OperatorKube  # noqa: E402
 from slurmkube.kube.client import load_config  # noqa: E402
 from slurmkube.slurm.cli import CliClient  # noqa: E402
+from slurmkube.slurm.topology_text import parse_topology  # noqa: E402
 from slurmkube_e2e import fleet  # noqa: E402
 from slurmkube_e2e.cluster import apply_fleet, wait_nodes_ready  # noqa: E402
 from slurmkube_e2e.kube import Kube  # noqa: E402
 from slurmkube_e2e.operator import OperatorProcess  # noqa: E402
-from slurmkube_e2e.operator_cluster import API, LOCAL, TOLERATE, docs, pod_log  # noqa: E402
+from slurmkube_e2e.operator_cluster import (  # noqa: E402
+    API,
+    LOCAL,
+    SLURM_ENV,
+    TOLERATE,
+    docs,
+    pod_log,
+    slurm_image,
+)
 from slurmkube_e2e.topology import reloads, rendered_blocks  # noqa: E402
 
 TARGET_FOLLOW_P50_S = 2.0
@@ -185,13 +194,18 @@ class Follow:
 
     Slurm is read as the operator reads it: the host's scontrol, authenticated by
     a JWT, against slurmctld's pod IP (one short process per look, not a Python
-    one per look as `kubectl exec` would be here)."""
+    one per look as `kubectl exec` would be here). A cluster of another release
+    (`--slurm 26.05`: the host's 24.11 scontrol is outside its protocol window)
+    is read by the pod's own scontrol, entered as the runtime's exec does
+    (`nsenter` into the sandbox), again one short process per look."""
 
-    def __init__(self, kube: Kube, namespace: str, metrics_port: int) -> None:
+    def __init__(self, kube: Kube, namespace: str, metrics_port: int, in_pod: bool) -> None:
         self.kube = kube
         self.namespace = namespace
         self.port = metrics_port
+        self.in_pod = in_pod
         self._scontrol: CliClient | None = None
+        self._sandbox: int | None = None
 
     def config_blocks(self) -> tuple[dict[str, frozenset[str]], str]:
         cm = self.kube.get("v1", "ConfigMap", "local-slurm-config", self.namespace) or {}
@@ -199,6 +213,8 @@ class Follow:
         return rendered_blocks(data), data.get("config-hash", "")
 
     def shown_blocks(self) -> dict[str, frozenset[str]]:
+        if self.in_pod:
+            return self._shown_in_pod()
         if self._scontrol is None:
             raw = self.kube.get(API, "SlurmCluster", "local", self.namespace)
             assert raw is not None
@@ -207,6 +223,25 @@ class Follow:
             self._scontrol = clients.scontrol(OperatorKube(load_config(None)), cluster)
             assert self._scontrol is not None, "no scontrol: SLURMKUBE_SLURM_PREFIX?"
         shown = self._scontrol.show_topology()
+        return {name: frozenset(record.nodes) for name, record in shown.items()}
+
+    def _shown_in_pod(self) -> dict[str, frozenset[str]]:
+        if self._sandbox is None:
+            pod = self.kube.get("v1", "Pod", "local-slurmctld-0", self.namespace)
+            assert pod is not None, "no slurmctld pod"
+            self._sandbox = sandbox_init(pod["metadata"]["uid"])
+        enter = ["nsenter", "-t", str(self._sandbox), "-n", "-m", "-u", "-i", "-p", "-r", "-w"]
+        argv = [
+            *enter,
+            "--",
+            "env",
+            "SLURM_CONF=/etc/slurm/slurm.conf",
+            "scontrol",
+            "show",
+            "topology",
+        ]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        shown = parse_topology(out.stdout) if out.returncode == 0 else {}
         return {name: frozenset(record.nodes) for name, record in shown.items()}
 
     def wait_moved(self, moves: dict[str, str], start: float, timeout: float) -> dict[str, Any]:
@@ -233,6 +268,26 @@ class Follow:
             else:
                 time.sleep(0.02)
         return {**{k: round(v - start, 3) for k, v in marks.items()}, "hash": config_hash}
+
+
+def sandbox_init(pod_uid: str) -> int:
+    """The host PID of the local runtime's init in the sandbox of the pod `pod_uid`
+    (its command line names the pod's plan file, under `pods/<uid>/`)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # The init itself (python ... init.py <plan>), not `unshare` that forked it.
+        if (
+            "python" in Path(argv[0].decode()).name
+            and any(a.endswith(b"init.py") for a in argv)
+            and any(pod_uid.encode() in a for a in argv)
+        ):
+            return int(proc.name)
+    raise SystemExit(f"bench/topology: no sandbox for pod {pod_uid}")
 
 
 _RELOADER_LINE = re.compile(
@@ -277,7 +332,7 @@ def part_follow(
     cluster["spec"]["topology"] = {"blockSize": BLOCK_SIZE, "debounceSeconds": debounce}
     cluster["spec"]["controller"]["nodeSelector"] = LOCAL
     cluster["spec"]["controller"]["tolerations"] = TOLERATE
-    follow = Follow(kube, ns, port)
+    follow = Follow(kube, ns, port, in_pod=slurm_image() is not None)
 
     def move(node: fleet.SimulatedNode, step: int) -> tuple[str, str]:
         target = clique[(node.domain + step) % domains]
@@ -340,6 +395,7 @@ def part_follow(
     reconciles = [float(x) for x in re.findall(r"reconciled cluster=\S+ .*seconds=([\d.]+)", log)]
     return {
         "bench": "topology_follow",
+        "slurm": os.environ.get(SLURM_ENV) or "24.11 (host build)",
         "nodes": len(names),
         "changes": len(samples),
         "propagation_seconds": propagation,
@@ -397,11 +453,18 @@ def main() -> int:
         help="p50 label -> scontrol show topology, seconds (default 2)",
     )
     parser.add_argument("--keep-log", type=Path, help="copy the operator's log here")
+    parser.add_argument(
+        "--slurm",
+        help="the cluster's Slurm: a tag of the image `make images` built (26.05); "
+        "default the host's 24.11 build",
+    )
     parser.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure_render(args.child[0], args.child[1], args.repeat)))
         return 0
+    if args.slurm:
+        os.environ[SLURM_ENV] = args.slurm
     if args.part in ("render", "all"):
         part_render([int(s) for s in args.sizes.split(",")], args.repeat)
     if args.part in ("follow", "all"):

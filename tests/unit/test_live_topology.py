@@ -12,7 +12,7 @@ from slurmkube.render import plan_config, render_files
 from slurmkube.render.config import SlurmConfig
 from slurmkube.render.live_topology import Move, frame, moves, units_of
 from slurmkube.slurm import arguments
-from slurmkube.slurm.rest_bodies import node_topology_body
+from slurmkube.slurm.rest_bodies import node_move_body
 from slurmkube_local.builders import NodeBuilder, bundle, nvl_fleet
 
 
@@ -111,7 +111,10 @@ def test_the_scontrol_and_rest_forms_of_a_move() -> None:
         "NodeName=gpu-0001,gpu-0002",
         "Topology=nvlink:b.1,network:leaf-2",
     ]
-    assert node_topology_body(move.units) == {"topology_str": "nvlink:b.1,network:leaf-2"}
+    assert node_move_body(move.nodes, move.units) == {
+        "name": ["gpu-0001", "gpu-0002"],
+        "topology_str": "nvlink:b.1,network:leaf-2",
+    }
 
 
 @pytest.mark.parametrize(
@@ -130,3 +133,5 @@ def test_a_move_never_carries_more_than_names(
 ) -> None:
     with pytest.raises(InvalidValue):
         arguments.node_topology_argv(nodes, units)
+    with pytest.raises(InvalidValue):
+        node_move_body(nodes, units)

@@ -72,8 +72,6 @@ _NODES: Final = {"nodes": node_from}
 # The probe's answer, when a node changed, is every node: it only tells that one
 # did, so each is dropped as it is decoded (one item at a time, so neither a
 # whole fleet's dicts nor one long parse that holds the GIL).
-# Node names per `POST /node/{names}`: keeps the request line short.
-_NAMES_PER_PATH: Final = 100
 _NODES_DROPPED: Final = {"nodes": lambda _index, _item: None}
 _JOBS_DROPPED: Final = {"jobs": lambda _index, _item: None}
 
@@ -265,10 +263,8 @@ class RestClient:
         self._slurm("POST", f"/node/{node}", f"set features of node {node}", body)
 
     def move_nodes(self, nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> None:
-        body = bodies.node_topology_body(units)
-        for start in range(0, len(nodes), _NAMES_PER_PATH):
-            names = arguments.node_names(nodes[start : start + _NAMES_PER_PATH])
-            self._slurm("POST", f"/node/{names}", f"move nodes {names[:64]}", body)
+        body = bodies.node_move_body(nodes, units)
+        self._slurm("POST", "/nodes/", f"move {len(nodes)} nodes", body)
 
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:

@@ -160,9 +160,11 @@ def _csv(joined: str) -> list[str] | str:
     return joined.split(",") if joined else ""
 
 
-def node_topology_body(units: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """v0.0.44+: update_node_msg's `topology_str`, as scontrol's `Topology=`."""
-    return {"topology_str": arguments.topology_units(units)}
+def node_move_body(nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """`POST /nodes/` (batch update, v0.0.43+): every node `name` lists into `units`,
+    update_node_msg's `topology_str`, as scontrol's `Topology=`."""
+    names = arguments.node_names(nodes)
+    return {"name": names.split(","), "topology_str": arguments.topology_units(units)}
 
 
 def node_features_body(available: Sequence[str], active: Sequence[str] | None) -> dict[str, Any]:
