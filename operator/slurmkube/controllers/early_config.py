@@ -12,7 +12,9 @@ Two writers, then: this path and the reconcile (its own early write, and the
 plan's config after the Slurm read). Each config is made from the Node index
 as it was at one instant; one made from an older instant than the config in
 force is not written (the reconcile that made it runs again after the event
-that made the newer one).
+that made the newer one). On a release that moves nodes live, a write whose
+reconfigure hash did not change moves the relabelled nodes in Slurm
+(controllers/topology_moves.py).
 """
 
 from __future__ import annotations
@@ -23,16 +25,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from slurmkube.controllers.apply import deliver_config
-from slurmkube.controllers.memory import ClusterMemory, State
+from slurmkube.controllers.memory import ClusterMemory
 from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
+from slurmkube.controllers.topology_moves import move_nodes, written_units
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.holds import early_delivery_safe
 from slurmkube.plan.model import Plan, PodView
-from slurmkube.render.files import TOPOLOGY_YAML
-from slurmkube.render.live_topology import Units, moves, units_in_file, units_of
-from slurmkube.slurm.errors import SlurmError
-from slurmkube.slurm.topology_text import parse_topology_yaml
+from slurmkube.render.live_topology import units_of
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def deliver(
         held = clock.hash if clock is not None else None
         if before is None and rendered.topology_frame is not None:
             # Since the operator started: what the files it is about to replace hold.
-            before, held = _written(kube, configured.config_map)
+            before, held = written_units(kube, configured.config_map)
         # A reconfigure, or a slurmctld that starts, reads the new file: it places every node.
         reconfigures = held != rendered.hash
         fresh = rendered.content_hash != memory.delivered_content
@@ -77,59 +77,11 @@ def deliver(
         if config is not None and rendered.topology_frame is not None:
             wanted = units_of(config)
             memory.units_in_slurm = (
-                wanted if reconfigures or before is None else _move(kube, snap, before, wanted)
+                wanted if reconfigures or before is None else move_nodes(kube, snap, before, wanted)
             )
         else:
             memory.units_in_slurm = None
         return rendered.hash
-
-
-def _written(kube: Kube, config_map: Manifest) -> tuple[dict[str, Units] | None, str | None]:
-    """Where the ConfigMap's topology.yaml puts each node, and its config hash;
-    (None, None) when it holds none (a new cluster: slurmctld starts on the
-    files written now)."""
-    meta = config_map["metadata"]
-    data = (kube.get("v1", "ConfigMap", meta["name"], meta["namespace"]) or {}).get("data") or {}
-    text = data.get(TOPOLOGY_YAML)
-    if text is None:
-        return None, None
-    try:
-        parsed = parse_topology_yaml(text)
-    except ValueError:
-        return None, None
-    placed = {t: {unit: rec.nodes for unit, rec in units.items()} for t, units in parsed.items()}
-    return units_in_file(placed), data.get("config-hash")
-
-
-def _move(
-    kube: Kube, snap: Snapshot, before: Mapping[str, Units], wanted: dict[str, Units]
-) -> dict[str, Units]:
-    """Move the nodes Slurm has elsewhere than `wanted`; returns where Slurm has
-    them now. A failed move is sent again by the next delivery (each reconcile's)."""
-    planned = moves(before, wanted)
-    if not planned:
-        return wanted
-    slurm = State.clients.rest(kube, snap.observed.bundle.cluster)
-    if slurm is None:
-        return dict(before)
-    meta = snap.cluster_obj["metadata"]
-    placed = dict(before)
-    for move in planned:
-        try:
-            slurm.move_nodes(move.nodes, move.units)
-        except SlurmError as err:
-            log.warning(
-                "topology move failed cluster=%s/%s nodes=%d error=%s",
-                meta["namespace"],
-                meta["name"],
-                len(move.nodes),
-                err,
-            )
-            return placed
-        placed.update(dict.fromkeys(move.nodes, move.units))
-    moved = sum(len(m.nodes) for m in planned)
-    log.info("topology moved cluster=%s/%s nodes=%d", meta["namespace"], meta["name"], moved)
-    return wanted
 
 
 def deliver_if_safe(
