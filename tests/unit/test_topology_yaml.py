@@ -407,3 +407,36 @@ def test_label_values_yaml_would_retype_stay_names(value: str) -> None:
         return
     assert set(parsed["nvlink"][value].nodes) == {"gpu-0001", "gpu-0002"}
     assert set(parsed["network"][value].nodes) == {"gpu-0001", "gpu-0002"}
+
+
+token = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,30}", fullmatch=True)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cliques=st.lists(token, min_size=1, max_size=4),
+    leaves=st.lists(token, min_size=1, max_size=4),
+    names=st.lists(token, min_size=1, max_size=60, unique=True),
+)
+def test_libyaml_and_pythons_emitter_write_the_same_topology_yaml(
+    cliques: list[str], leaves: list[str], names: list[str]
+) -> None:
+    # render/files.py dumps with libyaml's emitter where PyYAML has it; a file
+    # that differed by emitter would reconfigure slurmctld on an operator upgrade.
+    # Names that do not compress make node lists longer than a line.
+    fleet = [
+        NodeBuilder(name)
+        .clique(cliques[i % len(cliques)])
+        .tiers(leaves[i % len(leaves)], "s1")
+        .obj()
+        for i, name in enumerate(names)
+    ]
+    try:
+        _, files = rendered(cluster(), fleet)
+    except InvalidValue:
+        return
+    _, _, body = files["topology.yaml"].partition("\n")
+    python = yaml.dump(
+        yaml.safe_load(body), Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False
+    )
+    assert body == python

@@ -95,7 +95,13 @@ def render_topology_yaml(config: SlurmConfig) -> str:
         for name in named.names
     ]
     header = f"# Rendered by slurmkube {config.version}; see topology.yaml(5).\n"
-    return header + yaml.safe_dump(topologies, sort_keys=False, default_flow_style=False)
+    dumped = yaml.dump(topologies, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
+    return header + dumped
+
+
+# libyaml's emitter where PyYAML has it: the same text (unit-tested), five times
+# faster than the Python one at 10,000 nodes.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _layout(config: SlurmConfig, name: str) -> dict[str, Any]:
