@@ -58,15 +58,6 @@ def test_the_moves_send_each_moved_node_to_its_units_in_every_topology() -> None
     assert dict(by_node["gpu-0001"])["network"] == leaf
 
 
-def test_not_knowing_where_slurm_has_the_nodes_sends_every_node_once() -> None:
-    after = config("26.05", *SWAPPED)
-    planned = moves(None, units_of(after))
-    sent = [n for m in planned for n in m.nodes]
-    assert sorted(sent) == sorted(units_of(after))
-    # One call per distinct placement, not per node.
-    assert len(planned) == len({m.units for m in planned})
-
-
 @pytest.mark.parametrize(
     ("cliques", "leaves", "why"),
     [

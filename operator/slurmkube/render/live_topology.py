@@ -72,7 +72,9 @@ def units_in_file(placed: Mapping[str, Mapping[str, Iterable[str]]]) -> dict[str
 
 
 def frame(config: SlurmConfig) -> str:
-    """The topology file less which unit each node is in: what a live move cannot change."""
+    """The topology file less which unit each node is in: what a live move cannot
+    change. The units keep their file order: Slurm makes larger blocks of
+    neighbouring ones."""
     named = set(config.topologies.names)
     topo = config.topology
     shape: dict[str, object] = {
@@ -95,12 +97,12 @@ def frame(config: SlurmConfig) -> str:
     return json.dumps(shape, sort_keys=True)
 
 
-def moves(before: Mapping[str, Units] | None, after: Mapping[str, Units]) -> tuple[Move, ...]:
-    """The updates that take Slurm from `before` to `after` (as `units_of`; None:
-    not known, every node is sent), nodes grouped by where they go. Meant for
-    two configs of one frame: a node placed in one and not the other is not a move."""
+def moves(before: Mapping[str, Units], after: Mapping[str, Units]) -> tuple[Move, ...]:
+    """The updates that take Slurm from `before` to `after` (as `units_of`), nodes
+    grouped by where they go. Meant for two configs of one frame: a node placed
+    in one and not the other is not a move."""
     going: dict[Units, list[str]] = defaultdict(list)
     for node, units in after.items():
-        if before is None or before.get(node, units) != units:
+        if before.get(node, units) != units:
             going[units].append(node)
     return tuple(Move(tuple(sorted(nodes)), units) for units, nodes in sorted(going.items()))
