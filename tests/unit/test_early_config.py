@@ -101,9 +101,11 @@ class ObjectsKube:
         self.reads += 1
 
 
-def cluster_obj(version: str) -> dict[str, Any]:
+def cluster_obj(version: str, generation: int | None = None) -> dict[str, Any]:
+    """`generation`: the spec's (each version a spec change unless given)."""
     doc = next(d for d in cluster_docs() if d["kind"] == "SlurmCluster")
     meta = {**doc["metadata"], "namespace": "default", "resourceVersion": version, "uid": "u"}
+    meta["generation"] = int(version) if generation is None else generation
     return {**doc, "metadata": meta}
 
 
@@ -239,3 +241,14 @@ def test_a_new_block_is_a_reconfigure_not_a_move(slurm: MovingSlurm) -> None:
     deliver(cast(Any, kube), snapshot(), memory, grown, 2.0)
     assert slurm.moved == []
     assert kube.written[-1] == grown.rendered.hash != placed(BEFORE).rendered.hash
+
+
+def test_a_status_write_alone_does_not_make_the_config_queue_read_everything_again() -> None:
+    # Each reconcile writes status; the spec is what the config is made from.
+    last = observe(cast(Any, ObjectsKube(cluster_obj("1"))), "default", "test", {}, ())
+    assert last is not None
+    kube = ObjectsKube(cluster_obj("2", generation=1))
+    again = observe_again(cast(Any, kube), "default", "test", {}, (), last=last)
+    assert again is not None
+    assert kube.reads == 1
+    assert again.cluster_obj["metadata"]["resourceVersion"] == "2"  # today's status

@@ -163,21 +163,31 @@ def observe_again(
     last: Snapshot | None,
 ) -> Snapshot | None:
     """`observe`, reusing `last` (a reconcile's) for all but the Nodes when the
-    SlurmCluster and its NodeSets are the versions it read: one read instead of
-    eight for the config queue. The rest `last` read (Secrets, the control
-    plane's objects) may be a resync old; a config made from it is written only
-    if safe against the config in force (controllers/early_config.py)."""
+    SlurmCluster's spec and metadata and its NodeSets are the versions it read:
+    one read instead of eight for the config queue. A status write (each
+    reconcile's) does not count: the SlurmCluster read now replaces the one in
+    `last`. The rest `last` read (Secrets, the control plane's objects) may be a
+    resync old; a config made from it is written only if safe against the
+    config in force (controllers/early_config.py)."""
     if last is None:
         return observe(kube, namespace, name, nodes, node_sets)
     cluster_obj = _staying_cluster(kube, namespace, name)
     if cluster_obj is None:
         return None
     read = {n: resource_version(o) for n, o in last.node_set_objs.items()}
-    if resource_version(cluster_obj) != resource_version(last.cluster_obj) or read != {
+    if _asked(cluster_obj) != _asked(last.cluster_obj) or read != {
         str(o["metadata"]["name"]): resource_version(o) for o in node_sets
     }:
         return with_nodes(_observe_objects(kube, cluster_obj, node_sets), nodes)
+    if resource_version(cluster_obj) != resource_version(last.cluster_obj):
+        last = replace(last, cluster_obj=cluster_obj)
     return with_nodes(last, nodes)
+
+
+def _asked(obj: Manifest) -> tuple[object, ...]:
+    """What a SlurmCluster asks for: its spec's generation, labels and annotations."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("generation"), meta.get("labels"), meta.get("annotations"))
 
 
 def resource_version(obj: Manifest) -> str:
