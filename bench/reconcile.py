@@ -319,16 +319,14 @@ def bridge_rounds(port: int) -> dict[str, float]:
 
 def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[str, Any]:
     """A label the config reads (the node's NVLink domain) changed, five times:
-    label patch -> the ConfigMap holds new files, minus the debounce. The node
+    label patch -> the ConfigMap holds a new hash, minus the debounce. The node
     moves to a domain of its own and back: a move from one domain of its own to
     another renders the same files (a block's name is not its clique's), so it
     would wait for a rewrite that never comes."""
 
     def config_hash() -> str:
-        # The files, not the `config-hash` key: on 26.05 a node moved within the
-        # topology's frame changes topology.yaml alone (render/live_topology.py).
         cm = kube.get("v1", "ConfigMap", "local-slurm-config", ns) or {}
-        return json.dumps(cm.get("data") or {}, sort_keys=True)
+        return str((cm.get("data") or {}).get("config-hash", ""))
 
     changes, timeout = 5, 120.0
     home = ((kube.get("v1", "Node", node) or {}).get("metadata") or {}).get("labels", {})

@@ -38,15 +38,9 @@ def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: fl
     raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
 
 
-def rendered(
-    ctl_port: int,
-    node_ports: Mapping[str, int],
-    series: str,
-    cliques: Mapping[str, int] | None = None,
-) -> dict[str, str]:
+def rendered(ctl_port: int, node_ports: Mapping[str, int], series: str) -> dict[str, str]:
     """slurmkube's rendering for CPU nodes, with the image's paths, for the Slurm
-    release `series` (26.05: topology.yaml and OpenMetrics); every node in NVLink
-    domain 1 unless `cliques` says otherwise."""
+    release `series` (26.05: topology.yaml and OpenMetrics)."""
     context = RenderContext(
         controller_host=CONTROLLER,
         controller_addr="127.0.0.1",
@@ -60,8 +54,7 @@ def rendered(
     )
     # In an NVLink domain: Slurm 26.05's topology/block refuses to start with
     # no block at all (24.11 only logs "No blocks configured").
-    domain = cliques or {}
-    nodes = [NodeBuilder(name).gpus(0).clique(domain.get(name, 1)).obj() for name in node_ports]
+    nodes = [NodeBuilder(name).gpus(0).clique(1).obj() for name in node_ports]
     cluster = bundle(extra={"slurm": {"version": series}})
     return dict(render_files(plan_config(cluster, nodes, context)).files)
 
@@ -124,13 +117,11 @@ def start_slurm_stack(
     nodes: Sequence[str],
     *,
     series: str = "26.05",
-    cliques: Mapping[str, int] | None = None,
 ) -> SlurmStack:
     """Start the cluster and return once every node is idle and sackd has the config;
-    `series`: the Slurm release the image runs (what the config is rendered for);
-    `cliques`: NVLink domains other than 1, by node."""
+    `series`: the Slurm release the image runs (what the config is rendered for)."""
     ctl_port, rest_port, *node_ports = free_ports(2 + len(nodes))
-    files = rendered(ctl_port, dict(zip(nodes, node_ports, strict=True)), series, cliques)
+    files = rendered(ctl_port, dict(zip(nodes, node_ports, strict=True)), series)
     keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
     etc = write_files(workdir / "etc", {**files, **keys}, SLURM_UID)
     # slurmd and sackd pods get only the key (configless); slurmrestd no key at all.

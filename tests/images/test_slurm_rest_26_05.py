@@ -24,9 +24,6 @@ from slurmkube.slurm import (
     SlurmNotFound,
     SlurmRejected,
 )
-from slurmkube.slurm.errors import SlurmError
-from slurmkube.slurm.topology_text import parse_topology
-from slurmkube_local.builders import CLUSTER_UUID
 from tests.slurm_contract import (
     check_bad_reservations_are_rejected,
     check_nodes_read_and_updated,
@@ -145,38 +142,3 @@ def test_every_26_05_data_parser_reads_and_updates_nodes(stack: SlurmStack) -> N
             stack.rest_url, jwt_key=stack.jwt_key, user="slurm", data_parser=version
         ) as rest:
             check_nodes_read_and_updated(rest, set(NODES), ("n1", ("gpu",)), "n2")
-
-
-def test_26_05_moves_nodes_between_blocks_over_rest_without_a_reconfigure(
-    image: str, podman: Podman, tmp_path: Path
-) -> None:
-    """The operator's live move (render/live_topology.py): `topology_str` on
-    `POST /node/{names}`; a block slurmctld does not hold is refused."""
-    nodes = ("n1", "n2", "n3", "n4")
-    stack = start_slurm_stack(
-        podman, image, tmp_path, f"slurmkube-move-{os.getpid()}", nodes, cliques={"n3": 2, "n4": 2}
-    )
-
-    def blocks() -> dict[str, frozenset[str]]:
-        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
-        return {name: r.nodes for name, r in parse_topology(shown).items()}
-
-    one, two = f"{CLUSTER_UUID}.1", f"{CLUSTER_UUID}.2"
-    assert blocks() == {one: {"n1", "n2"}, two: {"n3", "n4"}}
-    loaded = podman("exec", stack.controller, "scontrol", "show", "config")
-    with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as rest:
-        rest.move_nodes(["n2"], [("nvlink", two)])
-        assert blocks() == {one: {"n1"}, two: {"n2", "n3", "n4"}}
-        rest.move_nodes(["n2", "n3"], [("nvlink", one)])
-        assert blocks() == {one: {"n1", "n2", "n3"}, two: {"n4"}}
-        with pytest.raises(SlurmError):
-            rest.move_nodes(["n1"], [("nvlink", f"{CLUSTER_UUID}.9")])
-    assert blocks()[one] == {"n1", "n2", "n3"}
-    # Not a reconfigure: slurmctld's config was loaded once, before the moves.
-    assert _loaded_at(podman("exec", stack.controller, "scontrol", "show", "config")) == _loaded_at(
-        loaded
-    )
-
-
-def _loaded_at(config: str) -> str:
-    return next(line for line in config.splitlines() if line.startswith("Configuration data as of"))

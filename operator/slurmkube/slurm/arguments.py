@@ -214,21 +214,6 @@ def node_state_argv(node: str, state: NodeStateChange, why: str | None) -> list[
     return argv
 
 
-def topology_units(units: Sequence[tuple[str, str]]) -> str:
-    """`Topology=` of `scontrol update NodeName=`: `<topology>:<block or leaf switch>,...`."""
-    if not units:
-        raise InvalidValue("topology units", "", "at least one <topology>:<unit>")
-    return ",".join(
-        f"{grammar.topology_name(t, f'units[{i}].topology')}:"
-        f"{grammar.topology_name(u, f'units[{i}].unit')}"
-        for i, (t, u) in enumerate(units)
-    )
-
-
-def node_topology_argv(nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> list[str]:
-    return ["update", f"NodeName={node_names(nodes)}", f"Topology={topology_units(units)}"]
-
-
 def checked_reason(state: NodeStateChange, why: str | None) -> str | None:
     state = NodeStateChange(state)
     if why is None:
