@@ -297,15 +297,31 @@ def part_rss(
             kube.delete("v1", "Node", name)
 
 
-def counted(port: int, counter: str) -> dict[str, float]:
-    """One of the operator's counters so far by trigger, from its /metrics."""
+def samples(port: int, metric: str) -> list[tuple[dict[str, str], float]]:
+    """Each sample of one of the operator's metrics, with its labels, from its /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
+    return [
+        (dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value))
+        for labels, value in re.findall(rf"^{metric}\{{(.*)\}} (\S+)$", text, re.MULTILINE)
+    ]
+
+
+def metric_total(port: int, metric: str, **wanted: str) -> float:
+    """The sum of a metric's samples whose labels include `wanted`."""
+    return sum(
+        value
+        for labels, value in samples(port, metric)
+        if all(labels.get(k) == v for k, v in wanted.items())
+    )
+
+
+def counted(port: int, counter: str) -> dict[str, float]:
+    """One of the operator's counters so far by trigger, from its /metrics."""
     counts: dict[str, float] = {}
-    for trigger, value in re.findall(
-        rf'^{counter}\{{[^}}]*trigger="(\w+)"[^}}]*\}} (\S+)$', text, re.MULTILINE
-    ):
-        counts[trigger] = counts.get(trigger, 0.0) + float(value)
+    for labels, value in samples(port, counter):
+        if "trigger" in labels:
+            counts[labels["trigger"]] = counts.get(labels["trigger"], 0.0) + value
     return counts
 
 

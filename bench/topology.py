@@ -46,7 +46,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -62,6 +61,7 @@ from reconcile import (  # noqa: E402
     condition,
     delete_namespace,
     local_cluster,
+    metric_total,
     namespace,
     operator_env,
     poll,
@@ -177,32 +177,16 @@ def reconfigures(port: int, namespace: str, cluster: str = "local") -> int:
 
 
 def backstop_reconfigures(port: int, cluster: str) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    labels = rf'cluster="{cluster}",namespace="[^"]*",result="ok"'
-    pattern = rf"^slurmkube_reconfigures_total\{{{labels}\}} (\S+)$"
-    found = re.search(pattern, text, re.MULTILINE)
-    return int(float(found.group(1))) if found else 0
+    return int(metric_total(port, "slurmkube_reconfigures_total", cluster=cluster, result="ok"))
 
 
 def reconcile_counts(port: int, namespace: str) -> tuple[int, int]:
     """(started, finished) reconciles of the namespace's cluster, from the metrics:
     slurmkube_reconciles_total counts one as it starts, the duration histogram
     as it ends."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    started = re.findall(
-        rf'^slurmkube_reconciles_total\{{[^}}]*namespace="{namespace}"[^}}]*\}} (\S+)$',
-        text,
-        re.MULTILINE,
-    )
-    finished = re.findall(
-        rf'^slurmkube_reconcile_duration_seconds_count\{{[^}}]*namespace="{namespace}"[^}}]*\}}'
-        r" (\S+)$",
-        text,
-        re.MULTILINE,
-    )
-    return int(sum(map(float, started))), int(sum(map(float, finished)))
+    started = metric_total(port, "slurmkube_reconciles_total", namespace=namespace)
+    finished = metric_total(port, "slurmkube_reconcile_duration_seconds_count", namespace=namespace)
+    return int(started), int(finished)
 
 
 def percentile(values: list[float], q: float) -> float:
