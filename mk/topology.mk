@@ -7,8 +7,8 @@
 #                         breakdown, and the reconfigures a burst of 100 changes costs
 #                         (~6 min on 2 cores); exits 1 above its target (p50 2 s).
 #                         Issue 15's: TOPOLOGY_BENCH_ARGS="--nodes 10000 --debounce 0.25
-#                         --target 1"; `--slurm 26.05` runs the cluster on the 26.05 image
-#                         (default: the host's 24.11 build).
+#                         --target 1 --slurm 26.05" (26.05 moves relabelled nodes live;
+#                         without --slurm the host's 24.11 build reconfigures each time).
 
 TOPOLOGY_BENCH_ARGS ?=
 

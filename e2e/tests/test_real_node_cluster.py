@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from slurmkube.api import well_known as wk
 from slurmkube.build.names import ClusterNames
 from slurmkube.controllers.certificates import (
     VALIDITY,
@@ -29,8 +30,10 @@ from slurmkube.controllers.certificates import (
 )
 from slurmkube.slurm.errors import SlurmUnreachable
 from slurmkube.slurm.rest import RestClient
+from slurmkube.slurm.topology_text import parse_topology
 from slurmkube_e2e.accounting import sacct_state
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.kubectl import KubectlError
 from slurmkube_e2e.kubectl import kubectl as run_kubectl
 from slurmkube_e2e.layout import Layout
 from slurmkube_e2e.mariadb import MariaDB
@@ -245,6 +248,67 @@ def test_a_partition_change_reaches_slurmctld_through_the_reloader(
     reloader = kubectl("logs", "-n", cluster, CTLD, "-c", "config-reloader")
     assert re.search(r"reconfigured config-hash=", reloader), reloader
     assert backstops() == before, "the operator's backstop reconfigure ran"
+
+
+def test_a_node_moved_to_another_leaf_switch_moves_in_slurm_without_a_reconfigure(
+    kube: Kube, cluster: str, real_nodes: list[RealNode]
+) -> None:
+    """Slurm 26.05 takes a relabel within the topology's frame live (render/
+    live_topology.py): the leaf switches exist, so the operator moves the node
+    (`POST /nodes/` `topology_str`) and the config reloader does not reconfigure."""
+    domains: dict[str, list[str]] = {}
+    for node in real_nodes:
+        labels = (kube.get("v1", "Node", node.name) or {})["metadata"]["labels"]
+        domains.setdefault(labels[wk.LABEL_GPU_CLIQUE], []).append(node.name)
+    (first, *_), (second, *_) = sorted(sorted(n) for n in domains.values())
+    leaf_of = {n: "e2e-la" for n in domains[_clique_of(domains, first)]}
+    leaf_of |= {n: "e2e-lb" for n in domains[_clique_of(domains, second)]}
+
+    def label(nodes: dict[str, str | None]) -> None:
+        for name, leaf in nodes.items():
+            tiers = {wk.LABEL_LEAF: leaf, wk.LABEL_SPINE: leaf and "e2e-s"}
+            kube.patch("v1", "Node", name, {"metadata": {"labels": tiers}})
+
+    def leaves() -> dict[str, frozenset[str]]:
+        try:
+            shown = in_ctld(cluster, "scontrol", "show", "topology", "network")
+        except KubectlError:  # no `network` topology before the reconfigure
+            return {}
+        return {n: r.nodes for n, r in parse_topology(shown).items() if n.startswith("e2e-l")}
+
+    def reloads() -> int:
+        return kubectl("logs", "-n", cluster, CTLD, "-c", "config-reloader").count(
+            "reconfigured config-hash="
+        )
+
+    def until(want: dict[str, set[str]], what: str) -> float:
+        began, deadline = time.monotonic(), time.monotonic() + 90
+        while (seen := leaves()) != want:
+            assert time.monotonic() < deadline, f"{what}: {seen}, want {want}"
+            time.sleep(0.2)
+        return time.monotonic() - began
+
+    try:
+        label(dict(leaf_of))
+        # New switches: a new frame, which the reloader's reconfigure brings in.
+        until({"e2e-la": set(domains[_clique_of(domains, first)]),
+               "e2e-lb": set(domains[_clique_of(domains, second)])}, "tiers labelled")  # fmt: skip
+        before = reloads()
+        label({first: "e2e-lb"})
+        moved = dict(leaf_of, **{first: "e2e-lb"})
+        took = until(
+            {leaf: {n for n, lf in moved.items() if lf == leaf} for leaf in ("e2e-la", "e2e-lb")},
+            "the node moved",
+        )
+        print(f"\nleaf label -> scontrol show topology: {took:.1f}s")
+        time.sleep(2)  # a reconfigure would follow the files within a second
+        assert reloads() == before, "a reconfigure ran for a move within the frame"
+    finally:
+        label(dict.fromkeys(leaf_of))
+
+
+def _clique_of(domains: dict[str, list[str]], node: str) -> str:
+    return next(clique for clique, nodes in domains.items() if node in nodes)
 
 
 def test_a_job_outlives_its_slurmctld_pod(kube: Kube, cluster: str) -> None:

@@ -38,9 +38,15 @@ def wait_until(check: Callable[[], bool], what: str, podman: Podman, timeout: fl
     raise AssertionError(f"timed out waiting for {what}\n{podman.logs()}")
 
 
-def rendered(ctl_port: int, node_ports: Mapping[str, int], series: str) -> dict[str, str]:
+def rendered(
+    ctl_port: int,
+    node_ports: Mapping[str, int],
+    series: str,
+    cliques: Mapping[str, int] | None = None,
+) -> dict[str, str]:
     """slurmkube's rendering for CPU nodes, with the image's paths, for the Slurm
-    release `series` (26.05: topology.yaml and OpenMetrics)."""
+    release `series` (26.05: topology.yaml and OpenMetrics); every node in NVLink
+    domain 1 unless `cliques` says otherwise."""
     context = RenderContext(
         controller_host=CONTROLLER,
         controller_addr="127.0.0.1",
@@ -54,7 +60,8 @@ def rendered(ctl_port: int, node_ports: Mapping[str, int], series: str) -> dict[
     )
     # In an NVLink domain: Slurm 26.05's topology/block refuses to start with
     # no block at all (24.11 only logs "No blocks configured").
-    nodes = [NodeBuilder(name).gpus(0).clique(1).obj() for name in node_ports]
+    domain = cliques or {}
+    nodes = [NodeBuilder(name).gpus(0).clique(domain.get(name, 1)).obj() for name in node_ports]
     cluster = bundle(extra={"slurm": {"version": series}})
     return dict(render_files(plan_config(cluster, nodes, context)).files)
 
@@ -98,10 +105,26 @@ class SlurmStack:
     rest_port: int
     jwt_key: bytes
     nodes: tuple[str, ...]
+    # What the files were rendered with, for `rewrite`.
+    etc: Path
+    ctl_port: int
+    node_ports: Mapping[str, int]
+    series: str
 
     @property
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
+
+    def rewrite(self, cliques: Mapping[str, int]) -> dict[str, str]:
+        """slurmctld's files rendered again with other NVLink domains (its
+        `scontrol reconfigure` or next start reads them); returns them."""
+        files = rendered(self.ctl_port, self.node_ports, self.series, cliques)
+        for name, text in files.items():
+            path = self.etc / name
+            path.chmod(0o640)
+            path.write_text(text)
+            path.chmod(0o440)
+        return files
 
     @property
     def containers(self) -> tuple[str, ...]:
@@ -117,11 +140,14 @@ def start_slurm_stack(
     nodes: Sequence[str],
     *,
     series: str = "26.05",
+    cliques: Mapping[str, int] | None = None,
 ) -> SlurmStack:
     """Start the cluster and return once every node is idle and sackd has the config;
-    `series`: the Slurm release the image runs (what the config is rendered for)."""
+    `series`: the Slurm release the image runs (what the config is rendered for);
+    `cliques`: NVLink domains other than 1, by node."""
     ctl_port, rest_port, *node_ports = free_ports(2 + len(nodes))
-    files = rendered(ctl_port, dict(zip(nodes, node_ports, strict=True)), series)
+    ports = dict(zip(nodes, node_ports, strict=True))
+    files = rendered(ctl_port, ports, series, cliques)
     keys = {"slurm.key": secrets.token_bytes(1024), "jwt.key": secrets.token_bytes(32)}
     etc = write_files(workdir / "etc", {**files, **keys}, SLURM_UID)
     # slurmd and sackd pods get only the key (configless); slurmrestd no key at all.
@@ -183,4 +209,16 @@ def start_slurm_stack(
         "sackd's configless files",
         podman,
     )
-    return SlurmStack(ctl, slurmd, sackd, restd, rest_port, keys["jwt.key"], tuple(nodes))
+    return SlurmStack(
+        ctl,
+        slurmd,
+        sackd,
+        restd,
+        rest_port,
+        keys["jwt.key"],
+        tuple(nodes),
+        etc,
+        ctl_port,
+        ports,
+        series,
+    )

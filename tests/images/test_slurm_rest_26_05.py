@@ -9,6 +9,7 @@ with both backends (tests/slurm_contract.py). `make test-images` runs this.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +25,9 @@ from slurmkube.slurm import (
     SlurmNotFound,
     SlurmRejected,
 )
+from slurmkube.slurm.errors import SlurmError
+from slurmkube.slurm.topology_text import parse_topology
+from slurmkube_local.builders import CLUSTER_UUID
 from tests.slurm_contract import (
     check_bad_reservations_are_rejected,
     check_nodes_read_and_updated,
@@ -142,3 +146,90 @@ def test_every_26_05_data_parser_reads_and_updates_nodes(stack: SlurmStack) -> N
             stack.rest_url, jwt_key=stack.jwt_key, user="slurm", data_parser=version
         ) as rest:
             check_nodes_read_and_updated(rest, set(NODES), ("n1", ("gpu",)), "n2")
+
+
+def test_26_05_moves_nodes_between_blocks_over_rest_without_a_reconfigure(
+    image: str, podman: Podman, tmp_path: Path
+) -> None:
+    """The operator's live move (render/live_topology.py): `topology_str` on
+    `POST /nodes/` with the names; a block slurmctld does not hold is refused."""
+    nodes = ("n1", "n2", "n3", "n4")
+    stack = start_slurm_stack(
+        podman, image, tmp_path, f"slurmkube-move-{os.getpid()}", nodes, cliques={"n3": 2, "n4": 2}
+    )
+
+    def blocks() -> dict[str, frozenset[str]]:
+        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
+        return {name: r.nodes for name, r in parse_topology(shown).items()}
+
+    one, two = f"{CLUSTER_UUID}.1", f"{CLUSTER_UUID}.2"
+    assert blocks() == {one: {"n1", "n2"}, two: {"n3", "n4"}}
+    with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as rest:
+        rest.move_nodes(["n2"], [("nvlink", two)])
+        assert blocks() == {one: {"n1"}, two: {"n2", "n3", "n4"}}
+        rest.move_nodes(["n2", "n3"], [("nvlink", one)])
+        assert blocks() == {one: {"n1", "n2", "n3"}, two: {"n4"}}
+        with pytest.raises(SlurmError):
+            rest.move_nodes(["n1"], [("nvlink", f"{CLUSTER_UUID}.9")])
+    assert blocks()[one] == {"n1", "n2", "n3"}
+    assert reconfigures(podman, stack.controller) == 0
+
+
+def reconfigures(podman: Podman, controller: str) -> int:
+    """How often slurmctld reconfigured, by its log."""
+    logs = subprocess.run(
+        ["podman", "logs", controller],
+        env=podman.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=True,
+    ).stdout
+    return logs.count("Attempting to reconfigure")
+
+
+def test_26_05_reconfigures_onto_new_blocks_once_a_moved_node_is_settled(
+    image: str, podman: Podman, tmp_path: Path
+) -> None:
+    """slurmctld 26.05 keeps a live move's `Topology=` in its state (`scontrol
+    show node` shows it) and, when it starts again, puts the node there over the
+    files; one naming a block the files no longer hold stops it. The operator's
+    settling before a reconfigure (live_topology.before_reconfigure) sends an
+    empty `topology_str`: the override ends and the files place the node."""
+    nodes = ("n1", "n2", "n3", "n4")
+    stack = start_slurm_stack(
+        podman,
+        image,
+        tmp_path,
+        f"slurmkube-settle-{os.getpid()}",
+        nodes,
+        cliques={"n3": 2, "n4": 2},
+    )
+
+    def blocks() -> dict[str, frozenset[str]]:
+        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
+        return {name: r.nodes for name, r in parse_topology(shown).items()}
+
+    def override() -> str:
+        shown = podman("exec", stack.controller, "scontrol", "show", "node", "n2")
+        return next((w for w in shown.split() if w.startswith("Topology=")), "")
+
+    one, two, three = (f"{CLUSTER_UUID}.{i}" for i in (1, 2, 3))
+    with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as rest:
+        rest.move_nodes(["n2"], [("nvlink", two)])
+        assert override() == f"Topology=nvlink:{two}"
+        rest.move_nodes(["n2"], [])
+        assert override() == ""
+        assert blocks() == {one: {"n1"}, two: {"n3", "n4"}}
+    # Domain 2 goes and domain 3 comes: the new files hold no block 2.
+    stack.rewrite({"n2": 3, "n3": 3})
+    podman("exec", stack.controller, "scontrol", "reconfigure")
+    wait_until(
+        lambda: (
+            "UP" in podman("exec", stack.controller, "scontrol", "ping", check=False)
+            and blocks() == {one: {"n1", "n4"}, three: {"n2", "n3"}}
+        ),
+        "the new blocks in force",
+        podman,
+    )
+    assert reconfigures(podman, stack.controller) == 1

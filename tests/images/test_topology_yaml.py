@@ -9,7 +9,9 @@ with `Topology=`). Slurm shows each topology's blocks and switches as the
 labels gave them, by the same check the operator makes (`scontrol show
 topoconf`) and by `scontrol show topology <name>`; a job runs in the
 partition on the network topology; a relabelled node moves switch after
-`scontrol reconfigure`, which is what the config reloader runs.
+`scontrol reconfigure`, which is what the config reloader runs, and another
+moves block and switch at once by `scontrol update Topology=`, as the operator
+moves nodes within a topology's frame.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from images import build as image_build
 from slurmkube.api.models import KubeNode
 from slurmkube.plan.reconfigure import topologies_shown
 from slurmkube.render import plan_config, render_files
+from slurmkube.slurm.arguments import node_topology_argv
 from slurmkube.slurm.topology_text import TopologyRecord, parse_topology, parse_topology_yaml
 from slurmkube_local.builders import CLUSTER_UUID, NodeBuilder, bundle
 from slurmkube_local.local_slurm import free_ports
@@ -126,4 +129,12 @@ def test_slurm_26_05_puts_the_labels_blocks_and_switches_in_force_from_topology_
     switches = members(parse_topology(scontrol("show", "topology", "network")))
     assert switches["leaf-01"] == ({"gpu-0001", "gpu-0002", "gpu-0003"}, set())
     assert switches["leaf-02"] == ({"gpu-0004"}, set())
+
+    # A live move (render/live_topology.py), the CLI form: block and leaf at once.
+    units = [("nvlink", f"{CLUSTER_UUID}.2"), ("network", "leaf-02")]
+    scontrol(*node_topology_argv(["gpu-0002"], units))
+    blocks = members(parse_topology(scontrol("show", "topology", "nvlink")))
+    assert blocks[f"{CLUSTER_UUID}.2"] == ({"gpu-0002", "gpu-0003", "gpu-0004"}, set())
+    switches = members(parse_topology(scontrol("show", "topology", "network")))
+    assert switches["leaf-02"] == ({"gpu-0002", "gpu-0004"}, set())
     assert time.monotonic() - began < 30, "keep this test fast"

@@ -7,11 +7,14 @@ from typing import Any, cast
 
 import pytest
 
+from slurmkube.api import well_known as wk
 from slurmkube.controllers.early_config import deliver, deliver_if_safe
-from slurmkube.controllers.memory import ClusterMemory
+from slurmkube.controllers.memory import ClusterMemory, State
 from slurmkube.controllers.observe import Snapshot, node_entry, observe, observe_again
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.model import Observed
+from slurmkube.render.live_topology import units_of
+from slurmkube.slurm.errors import SlurmError
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import NodeBuilder, bundle, cluster_docs, nvl_fleet
 
@@ -36,8 +39,9 @@ def configured(nodes: int) -> Configured:
     return made
 
 
-def snapshot() -> Snapshot:
-    obj = {"metadata": {"name": "test", "namespace": "default"}, "status": {}}
+def snapshot(config_hash: str | None = None) -> Snapshot:
+    status = {} if config_hash is None else {"configHash": config_hash}
+    obj = {"metadata": {"name": "test", "namespace": "default"}, "status": status}
     observed = Observed(bundle=bundle(), fleet=[], pods=(), slurm_nodes=None)
     return Snapshot(obj, {}, observed, None, "")
 
@@ -123,6 +127,122 @@ def test_the_config_queue_reuses_the_reconciles_look_at_an_unchanged_cluster(
     assert [n.name for n in again.observed.fleet] == sorted(nodes)
 
 
+# --- nodes moved live (26.05: render/live_topology.py) ---
+
+
+class MovingSlurm:
+    """Records `move_nodes` calls; fails the first `failures` of them."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.moved: list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = []
+        self.failures = failures
+
+    def move_nodes(self, nodes: tuple[str, ...], units: tuple[tuple[str, str], ...]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise SlurmError("slurmctld busy")
+        self.moved.append((tuple(nodes), tuple(units)))
+
+
+class ConfigMapKube(FakeKube):
+    """Keeps the ConfigMap written and the pod annotations set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config_map: dict[str, Any] | None = None
+        self.annotations: list[tuple[str, str]] = []
+
+    def apply(self, obj: dict[str, Any], owner: object = None) -> None:
+        super().apply(obj, owner)
+        self.config_map = obj
+
+    def get(self, *_: object) -> Any:
+        return self.config_map
+
+    def annotate_pod(self, *args: object) -> None:
+        self.annotations.append((str(args[2]), str(args[3])))
+
+
+class Clients:
+    def __init__(self, slurm: MovingSlurm) -> None:
+        self.slurm = slurm
+
+    def rest(self, *_: object) -> MovingSlurm:
+        return self.slurm
+
+
+def placed(cliques: list[int]) -> Configured:
+    """Six nodes in NVLink domains `cliques` (26.05, blocks of two)."""
+    nodes = nvl_fleet(domains=1, per_domain=len(cliques))
+    fleet = [
+        fleet_node(NodeBuilder(n.metadata.name, labels=dict(n.metadata.labels)).clique(c).obj())
+        for n, c in zip(nodes, cliques, strict=True)
+    ]
+    b = bundle(block_size=2, extra={"slurm": {"version": "26.05"}})
+    made = configure(Observed(bundle=b, fleet=fleet, pods=(), slurm_nodes=None))
+    assert isinstance(made, Configured)
+    return made
+
+
+BEFORE, SWAPPED = [1, 1, 2, 2, 3, 3], [2, 1, 1, 2, 3, 3]
+
+
+@pytest.fixture
+def slurm(monkeypatch: pytest.MonkeyPatch) -> MovingSlurm:
+    moving = MovingSlurm()
+    monkeypatch.setattr(State, "clients", Clients(moving))
+    return moving
+
+
+def test_a_node_moved_between_existing_blocks_is_moved_in_slurm_without_a_reconfigure(
+    slurm: MovingSlurm,
+) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    first, second = placed(BEFORE), placed(SWAPPED)
+    deliver(cast(Any, kube), snapshot(), memory, first, 1.0)
+    assert slurm.moved == []  # a new cluster's slurmctld starts on the files
+    deliver(cast(Any, kube), snapshot(first.rendered.hash), memory, second, 2.0)
+    # The same config hash: the reloader does not reconfigure.
+    assert kube.written == [first.rendered.hash, first.rendered.hash]
+    assert sorted(n for nodes, _ in slurm.moved for n in nodes) == ["gpu-0001", "gpu-0003"]
+    assert memory.units_in_slurm == units_of(second.config)
+    # The new files reach the pod now, for a slurmctld that restarts.
+    assert kube.annotations[-1] == (wk.ANNOTATION_CONFIG_CONTENT, second.rendered.content_hash)
+
+
+def test_a_failed_move_is_sent_again_by_the_next_delivery(monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = MovingSlurm(failures=1)
+    monkeypatch.setattr(State, "clients", Clients(failing))
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    second = placed(SWAPPED)
+    deliver(cast(Any, kube), snapshot(), memory, second, 2.0)
+    assert memory.units_in_slurm != units_of(second.config)
+    deliver(cast(Any, kube), snapshot(), memory, second, 3.0)
+    assert memory.units_in_slurm == units_of(second.config)
+    assert sorted(n for nodes, _ in failing.moved for n in nodes) == ["gpu-0001", "gpu-0003"]
+
+
+def test_a_restarted_operator_moves_what_changed_since_the_files_it_finds(
+    slurm: MovingSlurm,
+) -> None:
+    kube = ConfigMapKube()
+    deliver(cast(Any, kube), snapshot(), ClusterMemory(), placed(BEFORE), 1.0)
+    # A new process: nothing in memory, the ConfigMap as the last one left it.
+    second = placed(SWAPPED)
+    deliver(cast(Any, kube), snapshot(), ClusterMemory(), second, 2.0)
+    assert sorted(n for nodes, _ in slurm.moved for n in nodes) == ["gpu-0001", "gpu-0003"]
+
+
+def test_a_new_block_is_a_reconfigure_not_a_move(slurm: MovingSlurm) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    grown = placed([1, 1, 2, 2, 4, 4])
+    deliver(cast(Any, kube), snapshot(), memory, grown, 2.0)
+    assert slurm.moved == []
+    assert kube.written[-1] == grown.rendered.hash != placed(BEFORE).rendered.hash
+
+
 def test_a_status_write_alone_does_not_make_the_config_queue_read_everything_again() -> None:
     # Each reconcile writes status; the spec is what the config is made from.
     last = observe(cast(Any, ObjectsKube(cluster_obj("1"))), "default", "test", {}, ())
@@ -132,3 +252,57 @@ def test_a_status_write_alone_does_not_make_the_config_queue_read_everything_aga
     assert again is not None
     assert kube.reads == 1
     assert again.cluster_obj["metadata"]["resourceVersion"] == "2"  # today's status
+
+
+def overrides(kube: ConfigMapKube) -> str | None:
+    assert kube.config_map is not None
+    annotations = kube.config_map["metadata"].get("annotations") or {}
+    return annotations.get(wk.ANNOTATION_TOPOLOGY_OVERRIDES)
+
+
+# After SWAPPED, domain 2 goes and domain 4 comes: block 2, which Slurm keeps
+# gpu-0001 in, is not in the new files (slurmctld 26.05 would not start).
+REGROUPED = [4, 4, 1, 1, 3, 3]
+
+
+def test_a_reconfigure_first_settles_the_nodes_moved_live(slurm: MovingSlurm) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    assert overrides(kube) is None
+    deliver(cast(Any, kube), snapshot(), memory, placed(SWAPPED), 2.0)
+    assert overrides(kube) == "gpu-[0001,0003]"
+    slurm.moved.clear()
+    regrouped = placed(REGROUPED)
+    deliver(cast(Any, kube), snapshot(), memory, regrouped, 3.0)
+    # Out of every unit, or already where the new files put it; then the write.
+    assert slurm.moved == [
+        (("gpu-0001",), ()),
+        (("gpu-0003",), units_of(regrouped.config)["gpu-0003"]),
+    ]
+    assert kube.written[-1] == regrouped.rendered.hash
+    assert memory.overridden == {"gpu-0003"}
+    assert overrides(kube) == "gpu-0003"
+
+
+def test_a_reconfigure_waits_while_slurm_does_not_take_the_settling(slurm: MovingSlurm) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    deliver(cast(Any, kube), snapshot(), memory, placed(SWAPPED), 2.0)
+    written = list(kube.written)
+    slurm.failures = 1
+    regrouped = placed(REGROUPED)
+    assert deliver(cast(Any, kube), snapshot(), memory, regrouped, 3.0) == ""
+    assert kube.written == written
+    assert memory.overridden == {"gpu-0001", "gpu-0003"}
+    assert deliver(cast(Any, kube), snapshot(), memory, regrouped, 4.0) == regrouped.rendered.hash
+
+
+def test_a_restarted_operator_settles_the_nodes_the_config_map_lists(slurm: MovingSlurm) -> None:
+    kube = ConfigMapKube()
+    memory = ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    deliver(cast(Any, kube), snapshot(memory.config_clock.hash), memory, placed(SWAPPED), 2.0)
+    slurm.moved.clear()
+    # A new process: nothing in memory, the ConfigMap as the last one left it.
+    deliver(cast(Any, kube), snapshot(), ClusterMemory(), placed(REGROUPED), 3.0)
+    assert sorted(n for nodes, _ in slurm.moved for n in nodes) == ["gpu-0001", "gpu-0003"]

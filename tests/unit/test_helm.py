@@ -118,7 +118,10 @@ NAMESPACED_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
         **applied("build/pod.py", '"kind": "Service"'),
         "delete": Caller("plan/cluster.py", '("v1", "Service", names.slurmdbd)'),
     },
-    ("", "configmaps"): applied(APPLY, "kube.apply(config_map, owner=snap.cluster_obj)"),
+    ("", "configmaps"): {
+        "get": Caller("controllers/topology_moves.py", 'kube.get("v1", "ConfigMap"'),
+        **applied(APPLY, "kube.apply(config_map, owner=snap.cluster_obj)"),
+    },
     ("policy", "poddisruptionbudgets"): applied(APPLY, "kube.apply(budget, owner=cluster_obj)"),
     ("", "events"): {"create": Caller("kube/client.py", "create_namespaced_event")},
     ("apps", "statefulsets"): {

@@ -121,8 +121,9 @@ checks each against the code); no wildcards. Secrets are apart
   verbs: [create, patch, delete]
 - apiGroups: [""]
   resources: [configmaps]
-  # create/patch: server-side apply of slurm.conf and friends.
-  verbs: [create, patch]
+  # create/patch: server-side apply of slurm.conf and friends; get: where the
+  # files place each node, after an operator restart (controllers/topology_moves.py).
+  verbs: [get, create, patch]
 - apiGroups: [""]
   resources: [events]
   # create: an Event per action (kube/client.py Kube.event, kopf's posting).

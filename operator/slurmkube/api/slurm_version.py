@@ -39,6 +39,13 @@ class SlurmVersion:
         `GET /metrics/...` on its own port, 25.11+."""
         return self >= SlurmVersion(25, 11)
 
+    @property
+    def moves_nodes_live(self) -> bool:
+        """`scontrol update NodeName=... Topology=<topology>:<unit>` moves nodes between
+        blocks and switches slurmctld holds (render/live_topology.py). Seen on 26.05;
+        25.05 and 25.11 are not supported here, so not relied on."""
+        return self >= SlurmVersion(26, 5)
+
 
 SUPPORTED: Final = (SlurmVersion(24, 11), SlurmVersion(26, 5))
 DEFAULT: Final = SlurmVersion(26, 5)

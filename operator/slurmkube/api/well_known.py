@@ -81,6 +81,11 @@ LABEL_CLUSTER: Final = f"{GROUP}/cluster"
 LABEL_NODESET: Final = f"{GROUP}/nodeset"
 LABEL_NODE: Final = f"{GROUP}/node"
 ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+# Every byte of the files (a node moved live changes them, not the config hash).
+ANNOTATION_CONFIG_CONTENT: Final = f"{GROUP}/config-content"
+# On the config's ConfigMap: the nodes a live move may have left a `Topology=`
+# override for in slurmctld's state (a hostlist, or "*": every placed node).
+ANNOTATION_TOPOLOGY_OVERRIDES: Final = f"{GROUP}/topology-overrides"
 # On every pod of a cluster while its keys rotate: the key set's hash, so each
 # kubelet syncs the pod's Secret volume now, not at its next periodic sync.
 ANNOTATION_KEY_SET: Final = f"{GROUP}/key-set"

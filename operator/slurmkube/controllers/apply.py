@@ -35,6 +35,7 @@ from slurmkube.plan.reconfigure import (
     advance,
 )
 from slurmkube.plan.topology_status import topology_applied
+from slurmkube.render.files import RenderedConfig
 from slurmkube.slurm.drain import down, drain, resume_if_ours
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.slurm.protocol import SlurmClient
@@ -44,17 +45,28 @@ log = logging.getLogger(__name__)
 
 
 def deliver_config(
-    kube: Kube, snap: Snapshot, config_map: Manifest, wanted: str, clock: ConfigClock | None
+    kube: Kube,
+    snap: Snapshot,
+    config_map: Manifest,
+    rendered: RenderedConfig,
+    clock: ConfigClock | None,
+    *,
+    changed: bool = True,
 ) -> ConfigClock:
-    """Write the ConfigMap (of config hash `wanted`) and tell the slurmctld pods
-    (build/reloader.py takes it from there). Returns the config's clock, which
-    the controller keeps for the next reconciles."""
+    """Write the ConfigMap of `rendered` and tell the slurmctld pods (build/reloader.py
+    takes it from there). `changed`: its files differ from the last ones written.
+    Returns the config's clock, which the controller keeps for the next reconciles."""
+    wanted = rendered.hash
     # Before the write: a reconfigure that read the new files happened after
     # this instant, which is what `loaded_since` compares against.
     clock = advance(clock, wanted, time.monotonic(), dt.datetime.now(dt.UTC))
     kube.apply(config_map, owner=snap.cluster_obj)
     if (snap.cluster_obj.get("status") or {}).get("configHash") != wanted:
-        _annotate_controllers(kube, snap, wanted)
+        _annotate_controllers(kube, snap, wk.ANNOTATION_CONFIG_HASH, wanted)
+    elif changed and rendered.topology_frame is not None:
+        # Nodes moved live: no reconfigure, but a slurmctld that restarts must
+        # find the files that place them so; the kubelet copies them now.
+        _annotate_controllers(kube, snap, wk.ANNOTATION_CONFIG_CONTENT, rendered.content_hash)
     return clock
 
 
@@ -250,14 +262,14 @@ def _apply_kueue(kube: Kube, plan: Plan) -> Condition:
     )
 
 
-def _annotate_controllers(kube: Kube, snap: Snapshot, wanted: str) -> None:
-    """Annotate the slurmctld pods with the hash: the kubelet then syncs their
+def _annotate_controllers(kube: Kube, snap: Snapshot, annotation: str, wanted: str) -> None:
+    """Annotate the slurmctld pods with a hash: the kubelet then syncs their
     volumes now, not at its next periodic sync (build/reloader.py)."""
     cluster = snap.observed.bundle.cluster
     namespace = snap.cluster_obj["metadata"]["namespace"]
     controller = names_of(cluster).controller
     # A pod not made yet mounts the new files when it is.
-    kube.annotate_pod(namespace, f"{controller}-0", wk.ANNOTATION_CONFIG_HASH, wanted)
+    kube.annotate_pod(namespace, f"{controller}-0", annotation, wanted)
 
 
 def patch_busy_labels(kube: Kube, namespace: str, labels: Mapping[str, bool]) -> None:

@@ -12,7 +12,10 @@ Two writers, then: this path and the reconcile (its own early write, and the
 plan's config after the Slurm read). Each config is made from the Node index
 as it was at one instant; one made from an older instant than the config in
 force is not written (the reconcile that made it runs again after the event
-that made the newer one).
+that made the newer one). On a release that moves nodes live, a write whose
+reconfigure hash did not change moves the relabelled nodes in Slurm, and one
+that reconfigures first settles the nodes moved so far, or is not written
+(controllers/topology_moves.py).
 """
 
 from __future__ import annotations
@@ -25,10 +28,18 @@ from dataclasses import replace
 from slurmkube.controllers.apply import deliver_config
 from slurmkube.controllers.memory import ClusterMemory
 from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
+from slurmkube.controllers.topology_moves import (
+    move_nodes,
+    moving,
+    settle_overrides,
+    with_overrides,
+    written,
+)
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.holds import early_delivery_safe
 from slurmkube.plan.model import Plan, PodView
+from slurmkube.render.live_topology import units_of
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +54,53 @@ def deliver(
     only_if_safe: bool = False,
 ) -> str:
     """Write the config made from the Node index of instant `nodes_at` and
-    remember it as the one in force; returns its hash ("" when not written: a
-    config made from a later instant is in force, or `only_if_safe` and
-    `early_delivery_safe` refuses it against the config in force now)."""
-    assert configured.config_map is not None and configured.rendered is not None
+    remember it as the one in force; where nodes move live, move them. Returns
+    its hash ("" when not written: a config made from a later instant is in
+    force, `only_if_safe` and `early_delivery_safe` refuses it against the
+    config in force now, or Slurm did not take the settling of a live move's
+    override before a reconfigure)."""
+    rendered = configured.rendered
+    assert configured.config_map is not None and rendered is not None
     with memory.delivering:
         if nodes_at < memory.delivered_nodes_at:
             return ""
         config = configured.config
         if only_if_safe and (config is None or not early_delivery_safe(memory.delivered, config)):
             return ""
-        wanted = configured.rendered.hash
         clock = memory.config_clock
-        memory.config_clock = deliver_config(kube, snap, configured.config_map, wanted, clock)
-        memory.delivered = configured.config
+        before, overridden = memory.units_in_slurm, memory.overridden
+        held = clock.hash if clock is not None else None
+        if before is None and rendered.topology_frame is not None:
+            # Since the operator started: what the files it is about to replace hold.
+            found = written(kube, configured.config_map)
+            if found is not None:
+                before, held, overridden = found.units, found.config_hash, found.overridden
+        # A reconfigure, or a slurmctld that starts, reads the new file: it places every node.
+        reconfigures = held != rendered.hash
+        live = config is not None and rendered.topology_frame is not None
+        wanted = units_of(config) if live and config is not None else {}
+        config_map = configured.config_map
+        if before is not None and reconfigures:
+            settled = settle_overrides(kube, snap, before, wanted, overridden)
+            if settled is None:
+                return ""
+            overridden = settled
+        elif before is not None and live:
+            overridden = overridden | moving(before, wanted)
+        config_map = with_overrides(config_map, overridden)
+        fresh = rendered.content_hash != memory.delivered_content
+        memory.config_clock = deliver_config(kube, snap, config_map, rendered, clock, changed=fresh)
+        memory.delivered = config
         memory.delivered_nodes_at = nodes_at
-        return wanted
+        memory.delivered_content = rendered.content_hash
+        memory.overridden = overridden
+        if live:
+            memory.units_in_slurm = (
+                wanted if reconfigures or before is None else move_nodes(kube, snap, before, wanted)
+            )
+        else:
+            memory.units_in_slurm = None
+        return rendered.hash
 
 
 def deliver_if_safe(
@@ -95,11 +137,9 @@ def deliver_early(
     # The pods' images too: the files suit the oldest Slurm a slurmd runs.
     configured = configure(replace(snap.observed, pods=pods))
     made = time.monotonic()
-    clock = memory.config_clock
     unchanged = (
         isinstance(configured, Configured)
-        and clock is not None
-        and configured.rendered.hash == clock.hash
+        and configured.rendered.content_hash == memory.delivered_content
     )
     # The reconcile that follows writes it again anyway (level-based repair).
     written = "" if unchanged else deliver_if_safe(kube, snap, memory, configured, nodes_at)

@@ -350,7 +350,9 @@ def reconcile(
             memory.not_responding = not_responding_since(
                 memory.not_responding, observed.slurm_nodes, now
             )
-            if plan.rendered is not None and plan.rendered.hash != early:
+            if plan.rendered is not None and (
+                not early or plan.rendered.content_hash != memory.delivered_content
+            ):
                 deliver(kube, snap, memory, plan, nodes_at)
             cluster = observed.bundle.cluster
             delivery = ConfigDelivery(

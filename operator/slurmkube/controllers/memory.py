@@ -62,6 +62,15 @@ class ClusterMemory:
     # When the Node index it was made from was taken (monotonic), and the lock of
     # its two writers, the config queue and the reconcile (controllers/early_config.py).
     delivered_nodes_at: float = 0.0
+    # Every byte of the config last written (RenderedConfig.content_hash).
+    delivered_content: str = ""
+    # Where Slurm has each node (render/live_topology.units_of) on a release that
+    # moves nodes live; None: not known (each node is sent where it goes).
+    units_in_slurm: dict[str, tuple[tuple[str, str], ...]] | None = None
+    # The nodes a live move may have left an override for in Slurm's state, which
+    # the next reconfigure must settle first (live_topology.before_reconfigure);
+    # known with `units_in_slurm`, and kept on the ConfigMap for a restart.
+    overridden: frozenset[str] = frozenset()
     delivering: threading.Lock = field(default_factory=threading.Lock)
     # The last reconcile's observation without its Nodes, for the config queue
     # (observe.observe_again).

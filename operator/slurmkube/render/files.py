@@ -12,6 +12,7 @@ import yaml
 from slurmkube.api.grammar import SlurmToken
 from slurmkube.render.config import SlurmConfig
 from slurmkube.render.hostlist import hostlist
+from slurmkube.render.live_topology import frame
 from slurmkube.render.templating import render_template
 from slurmkube.render.topologies import NETWORK, NVLINK
 
@@ -22,17 +23,38 @@ TOPOLOGY_YAML = "topology.yaml"
 @dataclass(frozen=True, slots=True)
 class RenderedConfig:
     files: Mapping[str, str]
+    # Where nodes move live (render/live_topology.py): the topology file's frame,
+    # which the reconfigure hash covers instead of the file.
+    topology_frame: str | None = None
 
     @property
     def hash(self) -> str:
-        """Content hash of every file: decides when to `scontrol reconfigure`."""
-        digest = hashlib.sha256()
-        for name in sorted(self.files):
-            digest.update(name.encode())
-            digest.update(b"\0")
-            digest.update(self.files[name].encode())
-            digest.update(b"\0")
-        return digest.hexdigest()
+        """What decides when to `scontrol reconfigure`: every file, the topology
+        file by its frame where nodes move between its units live."""
+        if self.topology_frame is None:
+            return self.content_hash
+        return _digest({**self.files, _FRAME: self.topology_frame}, leave_out=_TOPOLOGY_FILES)
+
+    @property
+    def content_hash(self) -> str:
+        """Every byte of every file: whether the ConfigMap must be written."""
+        return _digest(self.files)
+
+
+_FRAME = "topology frame"
+_TOPOLOGY_FILES = frozenset((TOPOLOGY_CONF, TOPOLOGY_YAML))
+
+
+def _digest(files: Mapping[str, str], leave_out: frozenset[str] = frozenset()) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        if name in leave_out:
+            continue
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update(files[name].encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def render_slurm_conf(config: SlurmConfig) -> str:
@@ -108,7 +130,8 @@ def render_files(config: SlurmConfig) -> RenderedConfig:
             "gres.conf": render_gres_conf(config),
             "cgroup.conf": render_cgroup_conf(config),
             topology_file_name(config): render_topology(config),
-        }
+        },
+        topology_frame=frame(config) if config.slurm_version.moves_nodes_live else None,
     )
 
 

@@ -214,6 +214,21 @@ def node_state_argv(node: str, state: NodeStateChange, why: str | None) -> list[
     return argv
 
 
+def topology_units(units: Sequence[tuple[str, str]]) -> str:
+    """`Topology=` of `scontrol update NodeName=`: `<topology>:<block or leaf switch>,...`;
+    empty takes the nodes out of every unit and ends their override in Slurm's
+    state (the files place them again at the next reconfigure)."""
+    return ",".join(
+        f"{grammar.topology_name(t, f'units[{i}].topology')}:"
+        f"{grammar.topology_name(u, f'units[{i}].unit')}"
+        for i, (t, u) in enumerate(units)
+    )
+
+
+def node_topology_argv(nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> list[str]:
+    return ["update", f"NodeName={node_names(nodes)}", f"Topology={topology_units(units)}"]
+
+
 def checked_reason(state: NodeStateChange, why: str | None) -> str | None:
     state = NodeStateChange(state)
     if why is None:

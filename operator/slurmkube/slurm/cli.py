@@ -225,6 +225,9 @@ class CliClient:
         argv = arguments.update_features_argv(name, available, active)
         self._run(argv, f"set features of node {name}")
 
+    def move_nodes(self, nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> None:
+        self._run(arguments.node_topology_argv(nodes, units), f"move {len(nodes)} nodes")
+
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
         jobs = jobs_from(self._json(["show", "job"], "list jobs"))

@@ -58,6 +58,12 @@ class SlurmClient(Protocol):
         list when `active` is None (nodes without a node_features plugin)."""
         ...
 
+    def move_nodes(self, nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> None:
+        """Put `nodes` into existing units (`(topology, block or leaf switch)`) of
+        topology.yaml's named topologies, without a reconfigure (26.05:
+        render/live_topology.py). Slurm refuses a unit it does not hold."""
+        ...
+
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
         """Jobs whose state includes one of `states` (default: pending and running)."""

@@ -262,6 +262,10 @@ class RestClient:
         body = bodies.node_features_body(available, active)
         self._slurm("POST", f"/node/{node}", f"set features of node {node}", body)
 
+    def move_nodes(self, nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> None:
+        body = bodies.node_move_body(nodes, units)
+        self._slurm("POST", "/nodes/", f"move {len(nodes)} nodes", body)
+
     # --- jobs ---
     def list_jobs(self, states: Collection[str] = ACTIVE_JOB_STATES) -> tuple[Job, ...]:
         """The jobs in `states`. Asked with the time of the last list:

@@ -160,6 +160,13 @@ def _csv(joined: str) -> list[str] | str:
     return joined.split(",") if joined else ""
 
 
+def node_move_body(nodes: Sequence[str], units: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """`POST /nodes/` (batch update, v0.0.43+): every node `name` lists into `units`,
+    update_node_msg's `topology_str`, as scontrol's `Topology=`."""
+    names = arguments.node_names(nodes)
+    return {"name": names.split(","), "topology_str": arguments.topology_units(units)}
+
+
 def node_features_body(available: Sequence[str], active: Sequence[str] | None) -> dict[str, Any]:
     """Same rule as the CLI (arguments.update_features_argv): active follows."""
     listed = arguments.features(available)
