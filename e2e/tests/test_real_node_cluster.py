@@ -303,8 +303,33 @@ def test_a_node_moved_to_another_leaf_switch_moves_in_slurm_without_a_reconfigur
         print(f"\nleaf label -> scontrol show topology: {took:.1f}s")
         time.sleep(2)  # a reconfigure would follow the files within a second
         assert reloads() == before, "a reconfigure ran for a move within the frame"
+        # The tiers go, and with them the switch slurmctld 26.05 keeps the moved
+        # node in (its saved Topology=): the operator settles it before the files
+        # change, so the reconfigure's new slurmctld starts.
+        restarts = _ctld_restarts(kube, cluster)
+        label(dict.fromkeys(leaf_of))
+        deadline = time.monotonic() + 90
+        while reloads() == before or "network" in _topoconf(cluster):
+            assert time.monotonic() < deadline, "the tiers' removal never reached slurmctld"
+            time.sleep(0.5)
+        time.sleep(3)  # a slurmctld that cannot start exits within a second or two
+        assert "UP" in in_ctld(cluster, "scontrol", "ping")
+        assert _ctld_restarts(kube, cluster) == restarts
     finally:
         label(dict.fromkeys(leaf_of))
+
+
+def _topoconf(namespace: str) -> str:
+    try:
+        return in_ctld(namespace, "scontrol", "show", "topoconf")
+    except KubectlError:  # slurmctld between two processes
+        return "network"
+
+
+def _ctld_restarts(kube: Kube, namespace: str) -> int:
+    pod = kube.get("v1", "Pod", CTLD, namespace=namespace) or {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return sum(int(c.get("restartCount", 0)) for c in statuses if c.get("name") == "slurmctld")
 
 
 def _clique_of(domains: dict[str, list[str]], node: str) -> str:
