@@ -218,8 +218,16 @@ def test_26_05_reconfigures_onto_new_blocks_once_a_moved_node_is_settled(
     with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as rest:
         rest.move_nodes(["n2"], [("nvlink", two)])
         assert override() == f"Topology=nvlink:{two}"
+        # What the operator reads back (live_topology.override_drift).
+        assert {n.name: n.topology for n in rest.list_nodes()} == {
+            "n1": "",
+            "n2": f"nvlink:{two}",
+            "n3": "",
+            "n4": "",
+        }
         rest.move_nodes(["n2"], [])
         assert override() == ""
+        assert rest.get_node("n2").topology == ""
         assert blocks() == {one: {"n1"}, two: {"n3", "n4"}}
     # Domain 2 goes and domain 3 comes: the new files hold no block 2.
     stack.rewrite({"n2": 3, "n3": 3})
@@ -233,3 +241,31 @@ def test_26_05_reconfigures_onto_new_blocks_once_a_moved_node_is_settled(
         podman,
     )
     assert reconfigures(podman, stack.controller) == 1
+
+
+def test_26_05_power_saving_puts_a_moved_node_back_and_drops_its_override(
+    image: str, podman: Podman, tmp_path: Path
+) -> None:
+    """Why each Slurm read is checked (live_topology.override_drift): a node that
+    powers down goes back to the block it had before its first live move, with
+    no override left, whatever the files say now (about SuspendTimeout, 30 s)."""
+    nodes = ("n1", "n2", "n3", "n4")
+    stack = start_slurm_stack(
+        podman, image, tmp_path, f"slurmkube-power-{os.getpid()}", nodes, cliques={"n3": 2, "n4": 2}
+    )
+
+    def blocks() -> dict[str, frozenset[str]]:
+        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
+        return {name: r.nodes for name, r in parse_topology(shown).items()}
+
+    one, two = f"{CLUSTER_UUID}.1", f"{CLUSTER_UUID}.2"
+    with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as rest:
+        rest.move_nodes(["n2"], [("nvlink", two)])
+        podman(
+            "exec", stack.controller, "scontrol", "update", "NodeName=n2", "State=POWER_DOWN_FORCE"
+        )
+        wait_until(
+            lambda: "POWERED_DOWN" in rest.get_node("n2").state, "n2 powered down", podman, 90
+        )
+        assert rest.get_node("n2").topology == ""
+    assert blocks() == {one: {"n1", "n2"}, two: {"n3", "n4"}}

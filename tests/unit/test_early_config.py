@@ -3,6 +3,7 @@ from an older look at the Node index never replaces a newer one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -11,8 +12,9 @@ from slurmkube.api import well_known as wk
 from slurmkube.controllers.early_config import deliver, deliver_if_safe
 from slurmkube.controllers.memory import ClusterMemory, State
 from slurmkube.controllers.observe import Snapshot, node_entry, observe, observe_again
+from slurmkube.controllers.topology_moves import follow_slurm
 from slurmkube.plan.cluster import Configured, configure
-from slurmkube.plan.model import Observed
+from slurmkube.plan.model import Observed, SlurmNodeView
 from slurmkube.render.live_topology import units_of
 from slurmkube.slurm.errors import SlurmError
 from slurmkube.topology.fleet import fleet_node
@@ -306,3 +308,36 @@ def test_a_restarted_operator_settles_the_nodes_the_config_map_lists(slurm: Movi
     # A new process: nothing in memory, the ConfigMap as the last one left it.
     deliver(cast(Any, kube), snapshot(), ClusterMemory(), placed(REGROUPED), 3.0)
     assert sorted(n for nodes, _ in slurm.moved for n in nodes) == ["gpu-0001", "gpu-0003"]
+
+
+def test_a_read_of_slurm_moves_again_a_node_power_saving_put_back(slurm: MovingSlurm) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    second = placed(SWAPPED)
+    deliver(cast(Any, kube), snapshot(), memory, second, 2.0)
+    slurm.moved.clear()
+    wanted = units_of(second.config)
+    shown = {
+        # Powered down: back in its first block, no override.
+        "gpu-0001": "",
+        "gpu-0003": ",".join(f"{t}:{u}" for t, u in wanted["gpu-0003"]),
+        # An admin's own move.
+        "gpu-0005": "nvlink:elsewhere",
+    }
+    snap = snapshot()
+    views = {n: SlurmNodeView(n, busy=False, drain=False, topology=t) for n, t in shown.items()}
+    snap = replace(snap, observed=replace(snap.observed, slurm_nodes=views))
+    follow_slurm(cast(Any, kube), snap, memory)
+    # Both back where the labels put them; the admin's counted for the next reconfigure.
+    assert slurm.moved == [
+        (("gpu-0001",), wanted["gpu-0001"]),
+        (("gpu-0005",), wanted["gpu-0005"]),
+    ]
+    assert memory.overridden == {"gpu-0001", "gpu-0003", "gpu-0005"}
+    slurm.moved.clear()
+    settled = {n: ",".join(f"{t}:{u}" for t, u in wanted[n]) for n in shown}
+    views = {n: SlurmNodeView(n, busy=False, drain=False, topology=t) for n, t in settled.items()}
+    follow_slurm(
+        cast(Any, kube), replace(snap, observed=replace(snap.observed, slurm_nodes=views)), memory
+    )
+    assert slurm.moved == []

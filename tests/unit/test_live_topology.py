@@ -15,6 +15,7 @@ from slurmkube.render.live_topology import (
     before_reconfigure,
     frame,
     moves,
+    override_drift,
     still_overridden,
     units_of,
 )
@@ -159,3 +160,29 @@ def test_an_empty_move_ends_the_override() -> None:
         "Topology=",
     ]
     assert node_move_body(["gpu-0001"], ()) == {"name": ["gpu-0001"], "topology_str": ""}
+
+
+@pytest.mark.parametrize(
+    ("shown", "counted", "stray", "off"),
+    [
+        # Where the operator sent them: nothing to do.
+        ({"gpu-0001": "nvlink:b.2"}, {"gpu-0001"}, set(), set()),
+        # Powered down: Slurm dropped the override and put it back.
+        ({"gpu-0001": ""}, {"gpu-0001"}, set(), {"gpu-0001"}),
+        # An admin's move: counted, and back where the labels say.
+        ({"gpu-0002": "nvlink:b.2"}, set(), {"gpu-0002"}, {"gpu-0002"}),
+        ({"gpu-0002": "nvlink:b.1"}, set(), {"gpu-0002"}, set()),
+        # Never moved, placed by the files.
+        ({"gpu-0002": ""}, set(), set(), set()),
+        # Elsewhere than the files now say.
+        ({"gpu-0001": "nvlink:b.1"}, {"gpu-0001"}, set(), {"gpu-0001"}),
+        # Not in Slurm's answer, or placed by no file: left alone.
+        ({}, {"gpu-0001"}, set(), set()),
+        ({"gpu-0009": ""}, {"gpu-0009"}, set(), set()),
+    ],
+)
+def test_slurms_own_overrides_say_what_to_count_and_what_to_move_again(
+    shown: dict[str, str], counted: set[str], stray: set[str], off: set[str]
+) -> None:
+    wanted = {"gpu-0001": (("nvlink", "b.2"),), "gpu-0002": (("nvlink", "b.1"),)}
+    assert override_drift(shown, wanted, frozenset(counted)) == (stray, off)

@@ -94,6 +94,7 @@ def deliver(
         memory.delivered_nodes_at = nodes_at
         memory.delivered_content = rendered.content_hash
         memory.overridden = overridden
+        memory.delivered_units = wanted
         if live:
             memory.units_in_slurm = (
                 wanted if reconfigures or before is None else move_nodes(kube, snap, before, wanted)

@@ -52,6 +52,7 @@ from slurmkube.controllers.queue import Key, Result, WorkQueue
 from slurmkube.controllers.reconfigure import ConfigDelivery
 from slurmkube.controllers.slurm_poll import poll_slurm
 from slurmkube.controllers.status import write_failure, write_status
+from slurmkube.controllers.topology_moves import follow_slurm
 from slurmkube.kube.client import Kube, Manifest, load_config
 from slurmkube.plan.cluster import configure, plan_cluster
 from slurmkube.plan.holds import not_responding_since
@@ -341,6 +342,7 @@ def reconcile(
             now = time.time()
             observed = replace(snap.observed, now=now, not_responding_since=memory.not_responding)
             snap = replace(snap, observed=observed)
+            follow_slurm(kube, snap, memory)
             step("observe")
             plan = plan_cluster(observed, configured)
             power = plan.config.power if plan.config is not None else None

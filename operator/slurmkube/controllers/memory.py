@@ -71,6 +71,8 @@ class ClusterMemory:
     # the next reconfigure must settle first (live_topology.before_reconfigure);
     # known with `units_in_slurm`, and kept on the ConfigMap for a restart.
     overridden: frozenset[str] = frozenset()
+    # Where the config last written places each node (live_topology.units_of).
+    delivered_units: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     delivering: threading.Lock = field(default_factory=threading.Lock)
     # The last reconcile's observation without its Nodes, for the config queue
     # (observe.observe_again).

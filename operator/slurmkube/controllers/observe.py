@@ -69,6 +69,7 @@ def slurm_view(node: Node) -> SlurmNodeView:
         real_memory=node.memory_mib,
         gpu_type=node.gpu_type,
         last_busy=node.last_busy,
+        topology=node.topology,
     )
 
 

@@ -8,7 +8,8 @@ elsewhere are sent where the new file puts them, over slurmrestd (`POST
 reconfigure, the nodes moved so far are settled (`settle_overrides`), or the
 write waits. Where Slurm has each node, and which nodes it holds an override
 for, live in the cluster's memory; after an operator restart they are what
-the ConfigMap being replaced says.
+the ConfigMap being replaced says. Each Slurm read is checked against them
+(`follow_slurm`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from slurmkube.api import well_known as wk
-from slurmkube.controllers.memory import State
+from slurmkube.controllers.memory import ClusterMemory, State
 from slurmkube.controllers.observe import Snapshot
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.render.files import TOPOLOGY_YAML
@@ -28,6 +29,7 @@ from slurmkube.render.live_topology import (
     Units,
     before_reconfigure,
     moves,
+    override_drift,
     still_overridden,
     units_in_file,
 )
@@ -118,6 +120,24 @@ def move_nodes(
     for move in planned[: planned.index(failed)]:
         placed.update(dict.fromkeys(move.nodes, move.units))
     return placed
+
+
+def follow_slurm(kube: Kube, snap: Snapshot, memory: ClusterMemory) -> None:
+    """After a Slurm read: count the overrides Slurm shows and the operator did
+    not, and move again the nodes it has elsewhere than the files
+    (live_topology.override_drift)."""
+    nodes = snap.observed.slurm_nodes
+    with memory.delivering:
+        placed, wanted = memory.units_in_slurm, memory.delivered_units
+        if nodes is None or placed is None or not wanted:
+            return
+        counted = memory.overridden
+        shown = {n: v.topology for n, v in nodes.items() if v.topology or n in counted}
+        stray, off = override_drift(shown, wanted, counted)
+        memory.overridden |= stray
+        if off:
+            lost = {**placed, **dict.fromkeys(off, ())}
+            memory.units_in_slurm = move_nodes(kube, snap, lost, wanted)
 
 
 def moving(before: Mapping[str, Units], wanted: Mapping[str, Units]) -> frozenset[str]:

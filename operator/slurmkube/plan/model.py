@@ -49,6 +49,8 @@ class SlurmNodeView:
     gpu_type: str = ""
     # When a job last ran there (epoch seconds; 0: unknown): SuspendTime counts from it.
     last_busy: float = 0.0
+    # The `Topology=` slurmctld holds over the files (a live move); "" for none.
+    topology: str = ""
 
     @property
     def drained_by_us(self) -> bool:

@@ -129,3 +129,27 @@ def before_reconfigure(
 def still_overridden(sent: Iterable[Move]) -> frozenset[str]:
     """The nodes `sent` leaves with an override in Slurm's state."""
     return frozenset(n for move in sent if move.units for n in move.nodes)
+
+
+def override_drift(
+    shown: Mapping[str, str], wanted: Mapping[str, Units], overridden: frozenset[str]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Slurm's own account of the overrides (`shown`: each node's `topology`, ""
+    for none) against the operator's (`overridden`): the nodes holding one it
+    did not count (an admin's `scontrol update`), which a reconfigure must settle
+    too, and the nodes to move again, being elsewhere than `wanted` puts them
+    while Slurm or the operator says they were moved. slurmctld drops a node's
+    override and puts it back where it was before its first move when the node
+    powers down (power saving), whatever the files say now."""
+    stray = frozenset(n for n, text in shown.items() if text and n not in overridden)
+    off = frozenset(
+        n
+        for n, text in shown.items()
+        if (text or n in overridden) and wanted.get(n) and _units(text) != set(wanted[n])
+    )
+    return stray, off
+
+
+def _units(text: str) -> set[Unit]:
+    """`nvlink:b1,network:leaf-2` -> its (topology, unit) pairs."""
+    return {(t, u) for t, _, u in (part.partition(":") for part in text.split(",") if part)}

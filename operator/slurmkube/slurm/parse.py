@@ -98,6 +98,7 @@ class _NodeJson(_Edge):
     reservation: Text = ""
     address: Text = ""
     last_busy: Number = 0
+    topology: Text = ""
 
 
 class _JobJson(_Edge):
@@ -257,6 +258,7 @@ def _node(n: _NodeJson) -> Node:
         reservation=n.reservation,
         address=n.address,
         last_busy=n.last_busy or 0,
+        topology=n.topology,
     )
 
 
