@@ -211,11 +211,17 @@ class Follow:
         self.in_pod = in_pod
         self._scontrol: CliClient | None = None
         self._sandbox: int | None = None
+        # The last ConfigMap read, by resourceVersion: a look that finds it
+        # unchanged parses nothing (the bench shares 2 cores with the operator).
+        self._read: tuple[str, dict[str, frozenset[str]], str] = ("", {}, "")
 
     def config_blocks(self) -> tuple[dict[str, frozenset[str]], str]:
         cm = self.kube.get("v1", "ConfigMap", "local-slurm-config", self.namespace) or {}
-        data = cm.get("data") or {}
-        return rendered_blocks(data), data.get("config-hash", "")
+        version = (cm.get("metadata") or {}).get("resourceVersion", "")
+        if not version or version != self._read[0]:
+            data = cm.get("data") or {}
+            self._read = (version, rendered_blocks(data), data.get("config-hash", ""))
+        return self._read[1], self._read[2]
 
     def shown_blocks(self) -> dict[str, frozenset[str]]:
         if self.in_pod:

@@ -440,3 +440,5 @@ def test_libyaml_and_pythons_emitter_write_the_same_topology_yaml(
         yaml.safe_load(body), Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False
     )
     assert body == python
+    # The reader: libyaml's parser and Python's build the same records.
+    assert yaml.load(body, Loader=yaml.CSafeLoader) == yaml.safe_load(body)
