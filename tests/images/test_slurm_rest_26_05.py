@@ -153,14 +153,10 @@ def test_26_05_moves_nodes_between_blocks_over_rest_without_a_reconfigure(
 ) -> None:
     """The operator's live move (render/live_topology.py): `topology_str` on
     `POST /nodes/` with the names; a block slurmctld does not hold is refused."""
-    nodes = ("n1", "n2", "n3", "n4")
-    stack = start_slurm_stack(
-        podman, image, tmp_path, f"slurmkube-move-{os.getpid()}", nodes, cliques={"n3": 2, "n4": 2}
-    )
+    stack = two_domains(podman, image, tmp_path, "move")
 
     def blocks() -> dict[str, frozenset[str]]:
-        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
-        return {name: r.nodes for name, r in parse_topology(shown).items()}
+        return nvlink_blocks(podman, stack)
 
     one, two = f"{CLUSTER_UUID}.1", f"{CLUSTER_UUID}.2"
     assert blocks() == {one: {"n1", "n2"}, two: {"n3", "n4"}}
@@ -196,19 +192,10 @@ def test_26_05_reconfigures_onto_new_blocks_once_a_moved_node_is_settled(
     files; one naming a block the files no longer hold stops it. The operator's
     settling before a reconfigure (live_topology.before_reconfigure) sends an
     empty `topology_str`: the override ends and the files place the node."""
-    nodes = ("n1", "n2", "n3", "n4")
-    stack = start_slurm_stack(
-        podman,
-        image,
-        tmp_path,
-        f"slurmkube-settle-{os.getpid()}",
-        nodes,
-        cliques={"n3": 2, "n4": 2},
-    )
+    stack = two_domains(podman, image, tmp_path, "settle")
 
     def blocks() -> dict[str, frozenset[str]]:
-        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
-        return {name: r.nodes for name, r in parse_topology(shown).items()}
+        return nvlink_blocks(podman, stack)
 
     def override() -> str:
         shown = podman("exec", stack.controller, "scontrol", "show", "node", "n2")
@@ -249,14 +236,10 @@ def test_26_05_power_saving_puts_a_moved_node_back_and_drops_its_override(
     """Why each Slurm read is checked (live_topology.override_drift): a node that
     powers down goes back to the block it had before its first live move, with
     no override left, whatever the files say now (about SuspendTimeout, 30 s)."""
-    nodes = ("n1", "n2", "n3", "n4")
-    stack = start_slurm_stack(
-        podman, image, tmp_path, f"slurmkube-power-{os.getpid()}", nodes, cliques={"n3": 2, "n4": 2}
-    )
+    stack = two_domains(podman, image, tmp_path, "power")
 
     def blocks() -> dict[str, frozenset[str]]:
-        shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
-        return {name: r.nodes for name, r in parse_topology(shown).items()}
+        return nvlink_blocks(podman, stack)
 
     one, two = f"{CLUSTER_UUID}.1", f"{CLUSTER_UUID}.2"
     with RestClient(stack.rest_url, jwt_key=stack.jwt_key, user="slurm") as rest:
@@ -269,3 +252,15 @@ def test_26_05_power_saving_puts_a_moved_node_back_and_drops_its_override(
         )
         assert rest.get_node("n2").topology == ""
     assert blocks() == {one: {"n1", "n2"}, two: {"n3", "n4"}}
+
+
+def two_domains(podman: Podman, image: str, workdir: Path, name: str) -> SlurmStack:
+    """n1 and n2 in NVLink domain 1 (block `<uuid>.1`), n3 and n4 in domain 2."""
+    nodes = ("n1", "n2", "n3", "n4")
+    prefix = f"slurmkube-{name}-{os.getpid()}"
+    return start_slurm_stack(podman, image, workdir, prefix, nodes, cliques={"n3": 2, "n4": 2})
+
+
+def nvlink_blocks(podman: Podman, stack: SlurmStack) -> dict[str, frozenset[str]]:
+    shown = podman("exec", stack.controller, "scontrol", "show", "topology", "nvlink")
+    return {name: r.nodes for name, r in parse_topology(shown).items()}
