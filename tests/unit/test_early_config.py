@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 
 from slurmkube.api import well_known as wk
+from slurmkube.controllers import early_config
 from slurmkube.controllers.early_config import deliver, deliver_if_safe
 from slurmkube.controllers.memory import ClusterMemory, State
 from slurmkube.controllers.observe import Snapshot, node_entry, observe, observe_again
@@ -138,11 +139,15 @@ class MovingSlurm:
     def __init__(self, failures: int = 0) -> None:
         self.moved: list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = []
         self.failures = failures
+        # Refuse every unit, as a slurmctld that has not loaded the files would.
+        self.refuse_units = False
 
     def move_nodes(self, nodes: tuple[str, ...], units: tuple[tuple[str, str], ...]) -> None:
         if self.failures:
             self.failures -= 1
             raise SlurmError("slurmctld busy")
+        if units and self.refuse_units:
+            raise SlurmError("Requested topology configuration is not available")
         self.moved.append((tuple(nodes), tuple(units)))
 
 
@@ -341,3 +346,50 @@ def test_a_read_of_slurm_moves_again_a_node_power_saving_put_back(slurm: MovingS
         cast(Any, kube), replace(snap, observed=replace(snap.observed, slurm_nodes=views)), memory
     )
     assert slurm.moved == []
+
+
+def test_a_unit_slurm_refuses_while_settling_takes_the_nodes_out_of_every_unit(
+    slurm: MovingSlurm,
+) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    deliver(cast(Any, kube), snapshot(), memory, placed(SWAPPED), 2.0)
+    slurm.moved.clear()
+    slurm.refuse_units = True
+    regrouped = placed(REGROUPED)
+    assert deliver(cast(Any, kube), snapshot(), memory, regrouped, 3.0) == regrouped.rendered.hash
+    assert slurm.moved == [(("gpu-0001",), ()), (("gpu-0003",), ())]
+    assert memory.overridden == frozenset()
+
+
+def test_a_write_waits_for_the_settling_only_so_long(
+    slurm: MovingSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    deliver(cast(Any, kube), snapshot(), memory, placed(SWAPPED), 2.0)
+    slurm.failures = 100  # slurmctld down
+    regrouped = placed(REGROUPED)
+    assert deliver(cast(Any, kube), snapshot(), memory, regrouped, 3.0) == ""
+    assert memory.settling_since is not None
+    # Long enough: the files go, and the nodes stay counted for the next settling.
+    memory.settling_since -= early_config.SETTLE_WAIT_SECONDS
+    assert deliver(cast(Any, kube), snapshot(), memory, regrouped, 4.0) == regrouped.rendered.hash
+    assert memory.overridden == {"gpu-0001", "gpu-0003"}
+    assert memory.settling_since is None
+
+
+def test_a_node_slurm_does_not_have_holds_no_override(slurm: MovingSlurm) -> None:
+    kube, memory = ConfigMapKube(), ClusterMemory()
+    deliver(cast(Any, kube), snapshot(), memory, placed(BEFORE), 1.0)
+    second = placed(SWAPPED)
+    deliver(cast(Any, kube), snapshot(), memory, second, 2.0)
+    wanted = units_of(second.config)
+    # gpu-0001 is not in Slurm's answer; gpu-0003 is where it was sent.
+    topology = ",".join(f"{t}:{u}" for t, u in wanted["gpu-0003"])
+    views = {"gpu-0003": SlurmNodeView("gpu-0003", busy=False, drain=False, topology=topology)}
+    snap = snapshot()
+    follow_slurm(
+        cast(Any, kube), replace(snap, observed=replace(snap.observed, slurm_nodes=views)), memory
+    )
+    assert memory.overridden == {"gpu-0003"}

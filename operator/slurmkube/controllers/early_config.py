@@ -43,6 +43,9 @@ from slurmkube.render.live_topology import units_of
 
 log = logging.getLogger(__name__)
 
+# How long a reconfiguring write waits for Slurm to settle the nodes moved live.
+SETTLE_WAIT_SECONDS = 300.0
+
 
 def deliver(
     kube: Kube,
@@ -82,11 +85,12 @@ def deliver(
         config_map = configured.config_map
         if before is not None and reconfigures:
             settled = settle_overrides(kube, snap, before, wanted, overridden)
-            if settled is None:
+            if settled is None and not settling_given_up(memory, snap):
                 return ""
-            overridden = settled
+            overridden = overridden if settled is None else settled
         elif before is not None and live:
             overridden = overridden | moving(before, wanted)
+        memory.settling_since = None
         config_map = with_overrides(config_map, overridden)
         fresh = rendered.content_hash != memory.delivered_content
         memory.config_clock = deliver_config(kube, snap, config_map, rendered, clock, changed=fresh)
@@ -102,6 +106,26 @@ def deliver(
         else:
             memory.units_in_slurm = None
         return rendered.hash
+
+
+def settling_given_up(memory: ClusterMemory, snap: Snapshot) -> bool:
+    """Whether a reconfiguring write has waited `SETTLE_WAIT_SECONDS` on Slurm to
+    settle the nodes moved live. The wait protects a running slurmctld; one that
+    has not answered that long is likely down, and the new files may be its fix."""
+    now = time.monotonic()
+    if memory.settling_since is None:
+        memory.settling_since = now
+    if now - memory.settling_since < SETTLE_WAIT_SECONDS:
+        return False
+    meta = snap.cluster_obj["metadata"]
+    log.warning(
+        "config written unsettled cluster=%s/%s: Slurm took no settling of its moved nodes "
+        "for %.0fs; a slurmctld that still holds their moves may not start on the new files",
+        meta["namespace"],
+        meta["name"],
+        now - memory.settling_since,
+    )
+    return True
 
 
 def deliver_if_safe(

@@ -71,6 +71,8 @@ class ClusterMemory:
     # the next reconfigure must settle first (live_topology.before_reconfigure);
     # known with `units_in_slurm`, and kept on the ConfigMap for a restart.
     overridden: frozenset[str] = frozenset()
+    # Since when (monotonic) a reconfiguring write waits for that settling.
+    settling_since: float | None = None
     # Where the config last written places each node (live_topology.units_of).
     delivered_units: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     delivering: threading.Lock = field(default_factory=threading.Lock)

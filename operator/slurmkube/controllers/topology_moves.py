@@ -102,9 +102,16 @@ def settle_overrides(
     if not overridden:
         return overridden
     planned = before_reconfigure(before, wanted, overridden)
-    if _send(kube, snap, planned, "settled") is not None:
+    failed = _send(kube, snap, planned, "settled")
+    if failed is None:
+        return still_overridden(planned)
+    # A unit slurmctld does not hold after all (files it has not loaded): the
+    # nodes left go out of every unit, which names no unit.
+    left = planned[planned.index(failed) :]
+    out = Move(tuple(sorted(n for move in left for n in move.nodes)), ())
+    if not failed.units or _send(kube, snap, (out,), "settled") is not None:
         return None
-    return still_overridden(planned)
+    return still_overridden(planned[: planned.index(failed)])
 
 
 def move_nodes(
@@ -131,10 +138,11 @@ def follow_slurm(kube: Kube, snap: Snapshot, memory: ClusterMemory) -> None:
         placed, wanted = memory.units_in_slurm, memory.delivered_units
         if nodes is None or placed is None or not wanted:
             return
-        counted = memory.overridden
+        # A node Slurm does not have holds no override (a move it refused).
+        counted = frozenset(n for n in memory.overridden if n in nodes)
         shown = {n: v.topology for n, v in nodes.items() if v.topology or n in counted}
         stray, off = override_drift(shown, wanted, counted)
-        memory.overridden |= stray
+        memory.overridden = counted | stray
         if off:
             lost = {**placed, **dict.fromkeys(off, ())}
             memory.units_in_slurm = move_nodes(kube, snap, lost, wanted)
