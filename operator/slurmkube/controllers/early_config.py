@@ -30,7 +30,6 @@ from slurmkube.controllers.memory import ClusterMemory
 from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
 from slurmkube.controllers.topology_moves import (
     move_nodes,
-    moving,
     settle_overrides,
     with_overrides,
     written,
@@ -39,7 +38,7 @@ from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import Configured, configure
 from slurmkube.plan.holds import early_delivery_safe
 from slurmkube.plan.model import Plan, PodView
-from slurmkube.render.live_topology import units_of
+from slurmkube.render.live_topology import Move, moves, units_of
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +82,16 @@ def deliver(
         live = config is not None and rendered.topology_frame is not None
         wanted = units_of(config) if live and config is not None else {}
         config_map = configured.config_map
+        planned: tuple[Move, ...] = ()
         if before is not None and reconfigures:
             settled = settle_overrides(kube, snap, before, wanted, overridden)
             if settled is None and not settling_given_up(memory, snap):
                 return ""
             overridden = overridden if settled is None else settled
         elif before is not None and live:
-            overridden = overridden | moving(before, wanted)
+            # Each node moved may keep an override: listed before it is sent.
+            planned = moves(before, wanted)
+            overridden = overridden.union(n for move in planned for n in move.nodes)
         memory.settling_since = None
         config_map = with_overrides(config_map, overridden)
         fresh = rendered.content_hash != memory.delivered_content
@@ -101,7 +103,9 @@ def deliver(
         memory.delivered_units = wanted
         if live:
             memory.units_in_slurm = (
-                wanted if reconfigures or before is None else move_nodes(kube, snap, before, wanted)
+                wanted
+                if reconfigures or before is None
+                else move_nodes(kube, snap, before, wanted, planned)
             )
         else:
             memory.units_in_slurm = None

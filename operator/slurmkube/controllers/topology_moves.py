@@ -60,7 +60,8 @@ def written(kube: Kube, config_map: Manifest) -> Written | None:
     topology.yaml (a new cluster: slurmctld starts on the files written now)."""
     meta = config_map["metadata"]
     found = kube.get("v1", "ConfigMap", meta["name"], meta["namespace"]) or {}
-    text = (found.get("data") or {}).get(TOPOLOGY_YAML)
+    data = found.get("data") or {}
+    text = data.get(TOPOLOGY_YAML)
     if text is None:
         return None
     try:
@@ -72,7 +73,7 @@ def written(kube: Kube, config_map: Manifest) -> Written | None:
     annotations = (found.get("metadata") or {}).get("annotations") or {}
     listed = annotations.get(wk.ANNOTATION_TOPOLOGY_OVERRIDES, "")
     overridden = frozenset(units) if listed == _EVERY_NODE else frozenset(expand(listed))
-    return Written(units, (found.get("data") or {}).get("config-hash"), overridden)
+    return Written(units, data.get("config-hash"), overridden)
 
 
 def with_overrides(config_map: Manifest, overridden: Iterable[str]) -> Manifest:
@@ -115,11 +116,15 @@ def settle_overrides(
 
 
 def move_nodes(
-    kube: Kube, snap: Snapshot, before: Mapping[str, Units], wanted: dict[str, Units]
+    kube: Kube,
+    snap: Snapshot,
+    before: Mapping[str, Units],
+    wanted: dict[str, Units],
+    planned: tuple[Move, ...],
 ) -> dict[str, Units]:
-    """Move the nodes Slurm has elsewhere than `wanted`; returns where Slurm has
-    them now. A failed move is sent again by the next delivery (each reconcile's)."""
-    planned = moves(before, wanted)
+    """Send `planned` (live_topology.moves from `before` to `wanted`); returns
+    where Slurm has the nodes now. A failed move is sent again by the next
+    delivery (each reconcile's)."""
     failed = _send(kube, snap, planned, "moved")
     if failed is None:
         return wanted
@@ -145,12 +150,7 @@ def follow_slurm(kube: Kube, snap: Snapshot, memory: ClusterMemory) -> None:
         memory.overridden = counted | stray
         if off:
             lost = {**placed, **dict.fromkeys(off, ())}
-            memory.units_in_slurm = move_nodes(kube, snap, lost, wanted)
-
-
-def moving(before: Mapping[str, Units], wanted: Mapping[str, Units]) -> frozenset[str]:
-    """The nodes `move_nodes` will send (each may keep an override)."""
-    return frozenset(n for move in moves(before, wanted) for n in move.nodes)
+            memory.units_in_slurm = move_nodes(kube, snap, lost, wanted, moves(lost, wanted))
 
 
 def _send(kube: Kube, snap: Snapshot, planned: tuple[Move, ...], what: str) -> Move | None:

@@ -105,7 +105,7 @@ def moves(before: Mapping[str, Units], after: Mapping[str, Units]) -> tuple[Move
     for node, units in after.items():
         if before.get(node, units) != units:
             going[units].append(node)
-    return tuple(Move(tuple(sorted(nodes)), units) for units, nodes in sorted(going.items()))
+    return _grouped(going)
 
 
 def before_reconfigure(
@@ -123,6 +123,11 @@ def before_reconfigure(
     for node in overridden:
         units = after.get(node, ())
         going[units if all(u in held for u in units) else ()].append(node)
+    return _grouped(going)
+
+
+def _grouped(going: Mapping[Units, Iterable[str]]) -> tuple[Move, ...]:
+    """One Move per destination, in a stable order."""
     return tuple(Move(tuple(sorted(nodes)), units) for units, nodes in sorted(going.items()))
 
 
