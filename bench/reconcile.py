@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from operator import ne
@@ -373,6 +373,25 @@ def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[s
     }
 
 
+def watch_events(
+    listing: Callable[..., Any], stop: threading.Event, **query: Any
+) -> Iterator[dict[str, Any]]:
+    """The events of `listing(watch=True, **query)` until `stop` is set. A watch
+    that ends or fails is started again, from the last resourceVersion seen when
+    `query` starts from one."""
+    while not stop.is_set():
+        with contextlib.suppress(Exception):
+            response = listing(watch=True, timeout_seconds=60, _preload_content=False, **query)
+            for line in response:
+                if stop.is_set():
+                    return
+                event = json.loads(line)
+                if "resource_version" in query:
+                    seen = event["object"]["metadata"].get("resourceVersion")
+                    query["resource_version"] = seen or query["resource_version"]
+                yield event
+
+
 class ConfigHashes:
     """The config ConfigMap's `config-hash` as a watch delivers it, and when it
     last changed (monotonic): each write is seen as it lands, where polling the
@@ -391,26 +410,17 @@ class ConfigHashes:
 
     def _watch(self) -> None:
         namespace, selector = self._args
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a watch that ends is started again
-                response = self._core.list_namespaced_config_map(
-                    namespace,
-                    field_selector=selector,
-                    watch=True,
-                    timeout_seconds=60,
-                    _preload_content=False,
-                )
-                for line in response:
-                    if self._stop.is_set():
-                        break
-                    event = json.loads(line)
-                    if event.get("type") not in ("ADDED", "MODIFIED"):
-                        continue
-                    value = (event["object"].get("data") or {}).get("config-hash", "")
-                    with self._seen:
-                        if value != self._hash:
-                            self._hash, self.changed_at = value, time.monotonic()
-                            self._seen.notify_all()
+        listing = self._core.list_namespaced_config_map
+        for event in watch_events(
+            listing, self._stop, namespace=namespace, field_selector=selector
+        ):
+            if event.get("type") not in ("ADDED", "MODIFIED"):
+                continue
+            value = (event["object"].get("data") or {}).get("config-hash", "")
+            with self._seen:
+                if value != self._hash:
+                    self._hash, self.changed_at = value, time.monotonic()
+                    self._seen.notify_all()
 
     def wait_for(self, wanted: Callable[[str], bool], timeout: float) -> str | None:
         """The hash once `wanted` holds for it; None after `timeout` seconds."""
@@ -441,25 +451,15 @@ class NotReadySeen:
         # From the list's resourceVersion: no initial ADDED events (25,000 of
         # them would outlast a watch's timeout, and each new watch would list again).
         version = core.list_node(label_selector=selector, limit=1).metadata.resource_version
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a watch that ends is started again
-                response = core.list_node(
-                    watch=True,
-                    label_selector=selector,
-                    resource_version=version,
-                    timeout_seconds=60,
-                    _preload_content=False,
-                )
-                for line in response:
-                    if self._stop.is_set():
-                        break
-                    event = json.loads(line)
-                    version = event["object"]["metadata"].get("resourceVersion", version)
-                    if event.get("type") == "BOOKMARK":
-                        continue
-                    conditions = (event["object"].get("status") or {}).get("conditions") or []
-                    if any(c["type"] == "Ready" and c["status"] != "True" for c in conditions):
-                        self.count += 1
+        events = watch_events(
+            core.list_node, self._stop, label_selector=selector, resource_version=version
+        )
+        for event in events:
+            if event.get("type") == "BOOKMARK":
+                continue
+            conditions = (event["object"].get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Ready" and c["status"] != "True" for c in conditions):
+                self.count += 1
 
     def stop(self) -> None:
         self._stop.set()
