@@ -40,7 +40,7 @@ from slurmkube_e2e.mariadb import MariaDB
 from slurmkube_e2e.pod_exec import kubectl_exec
 from slurmkube_e2e.real_cluster import API, ready_real_cluster
 from slurmkube_e2e.realnode_config import RealNode
-from slurmkube_e2e.waiting import has_condition, wait_for
+from slurmkube_e2e.waiting import eventually, has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -174,8 +174,10 @@ def test_a_certificate_that_ends_soon_is_renewed_and_slurmrestd_rolls_onto_it(
     def rolled(deployment: dict[str, Any]) -> bool:
         template = deployment["spec"]["template"]["metadata"].get("annotations") or {}
         status = deployment.get("status") or {}
+        # Until the controller observed the new template, status still counts the old pods.
         return (
             template.get("slurmkube.io/restapi-tls") == digest
+            and status.get("observedGeneration") == deployment["metadata"].get("generation")
             and status.get("updatedReplicas") == status.get("readyReplicas") == 1
             and status.get("replicas") == 1
         )
@@ -191,7 +193,11 @@ def test_a_certificate_that_ends_soon_is_renewed_and_slurmrestd_rolls_onto_it(
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
         return ready and annotations.get("slurmkube.io/restapi-tls") == digest
 
-    (pod,) = [p for p in restapi_pods(kube, cluster) if on_new_certificate(p)]
+    (pod,) = eventually(
+        "slurmrestd's pod ready on the new certificate",
+        lambda: [p for p in restapi_pods(kube, cluster) if on_new_certificate(p)],
+        lambda pods: len(pods) == 1, timeout=60,
+    )  # fmt: skip
     auth = kube.get("v1", "Secret", names.auth, namespace=cluster)
     assert auth is not None
     key = base64.b64decode(auth["data"]["jwt.key"])
