@@ -256,11 +256,13 @@ def part_rss(
         samples = []
         assert operator.proc is not None
         cpu_start, wall_start = cpu_seconds(operator.proc.pid), time.monotonic()
+        gc_before = gc_pauses(port)
         for _ in range(30):
             samples.append(rss_mb(operator.proc.pid))
             time.sleep(1)
         # The Node watch's cost: every heartbeat of every node is an event.
         cpu = (cpu_seconds(operator.proc.pid) - cpu_start) / (time.monotonic() - wall_start)
+        gc_steady = gc_paused_since(port, gc_before)
         text = operator.log.read_bytes()[log_mark:].decode(errors="replace")
         seconds = [float(s) for s in re.findall(r"reconciled cluster=\S+ .*seconds=([\d.]+)", text)]
         # Each reconcile's log line: seconds per step (config= observe= apply= status=).
@@ -280,6 +282,7 @@ def part_rss(
                 "target_rss_mb": TARGET_RSS_MB,
                 "meets_target": steady < TARGET_RSS_MB,
                 "operator_cpu_percent_steady": round(cpu * 100, 1),
+                "operator_gc_pause_s_steady_by_generation": gc_steady,
                 "reconcile_seconds_p50": round(statistics.median(seconds), 2) if seconds else None,
                 "reconcile_steps_p50": {
                     k: round(statistics.median(v), 2) for k, v in steps.items()
@@ -291,7 +294,7 @@ def part_rss(
             }
         )
         if args.churn_seconds > 0:
-            emit(part_label_change(kube, ns, names[0], 1.0))
+            emit(part_label_change(kube, port, ns, names[0], 1.0))
             emit(part_churn(kube, port, names, args))
     finally:
         delete_namespace(kube, ns)
@@ -327,6 +330,18 @@ def counted(port: int, counter: str) -> dict[str, float]:
     return counts
 
 
+def gc_pauses(port: int) -> dict[str, float]:
+    """Seconds the operator's garbage collector has stopped it so far, by generation."""
+    return {
+        labels["generation"]: value
+        for labels, value in samples(port, "slurmkube_gc_pause_seconds_total")
+    }
+
+
+def gc_paused_since(port: int, before: dict[str, float]) -> dict[str, float]:
+    return {g: round(v - before.get(g, 0.0), 3) for g, v in gc_pauses(port).items()}
+
+
 def reconciles(port: int) -> dict[str, float]:
     return counted(port, "slurmkube_reconciles_total")
 
@@ -335,7 +350,7 @@ def bridge_rounds(port: int) -> dict[str, float]:
     return counted(port, "slurmkube_bridge_rounds_total")
 
 
-def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[str, Any]:
+def part_label_change(kube: Kube, port: int, ns: str, node: str, debounce: float) -> dict[str, Any]:
     """A label the config reads (the node's NVLink domain) changed, five times:
     label patch -> the ConfigMap holds a new hash, minus the debounce. The node
     moves to a domain of its own and back: a move from one domain of its own to
@@ -347,6 +362,7 @@ def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[s
     cliques = [f"moved-{i}" if i % 2 == 0 else home[fleet.CLIQUE_LABEL] for i in range(changes)]
     seconds: list[float] = []
     hashes = ConfigHashes(kube, ns, "local-slurm-config")
+    gc_before = gc_pauses(port)
     try:
         for clique in cliques:
             before = hashes.wait_for(lambda _: True, timeout)
@@ -368,6 +384,8 @@ def part_label_change(kube: Kube, ns: str, node: str, debounce: float) -> dict[s
         "label_to_configmap_minus_debounce_s_p50": None if p50 is None else round(p50, 3),
         "label_to_configmap_minus_debounce_s_max": round(max(seconds), 3) if seconds else None,
         "debounce_s": debounce,
+        # Where a slow change may have waited: the collector stops every thread.
+        "operator_gc_pause_s_by_generation": gc_paused_since(port, gc_before),
         "target_s": TARGET_LABEL_RECONCILE_S,
         "meets_target": p50 is not None and p50 < TARGET_LABEL_RECONCILE_S,
     }

@@ -1,20 +1,36 @@
-"""Hand the heap's free pages back to the system after a reconcile.
+"""The operator's heap after a reconcile: collected, frozen, and trimmed.
 
-A reconcile at 25,000 nodes makes and drops tens of MB (the config, slurmrestd's
-node list). glibc keeps what is freed in its arenas, one per thread that
-allocated, and returns to the system only what lies at a heap's top, so the
-operator's RSS stays at its highest reconcile's. `malloc_trim(0)` releases the
-free pages inside every arena too (malloc_trim(3), glibc 2.8+). Elsewhere (no
-glibc) this does nothing.
+A full collection of Python's cyclic collector walks every object the process
+holds, with every thread stopped. At 25,000 nodes that is millions (the Node
+entries, Slurm's node list, the config in force): about a second. CPython runs
+one whenever the objects that survived into the oldest generation since the
+last grew by a quarter, which a replaced Slurm node list or a new config does
+on its own, so a label change's config often waited behind one. Instead, at
+most once a `SWEEP_SECONDS`, a reconcile's worker collects everything and
+freezes what survived (`gc.freeze`): until the next sweep the collector's own
+runs walk only what was made since. Each sweep unfreezes first, so garbage
+that formed among frozen objects is found within one interval.
+
+Then the free pages go back: glibc keeps what is freed in its arenas, one per
+thread that allocated, and returns to the system only what lies at a heap's
+top, so the operator's RSS would stay at its highest reconcile's.
+`malloc_trim(0)` releases the free pages inside every arena too (malloc_trim(3),
+glibc 2.8+). Elsewhere (no glibc) it does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
+import threading
+import time
 from collections.abc import Callable
 
-__all__ = ["release_free_heap"]
+__all__ = ["SWEEP_SECONDS", "settle_heap"]
+
+# One full pause a minute, at a reconcile's end, instead of one behind any change.
+SWEEP_SECONDS = 60.0
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -29,8 +45,22 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _malloc_trim()
+_SWEEPING = threading.Lock()
+_swept_at: float | None = None
 
 
-def release_free_heap() -> None:
+def settle_heap(clock: Callable[[], float] = time.monotonic) -> bool:
+    """Sweep (collect all, freeze the survivors) if none ran for `SWEEP_SECONDS`,
+    then trim the heap. Returns whether it swept."""
+    global _swept_at
+    swept = False
+    with _SWEEPING:
+        now = clock()
+        if _swept_at is None or now - _swept_at >= SWEEP_SECONDS:
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            _swept_at, swept = clock(), True
     if _TRIM is not None:
         _TRIM(0)
+    return swept
