@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import slurmkube.controllers.memory
     import slurmkube.controllers.policy
     from slurmkube import metrics
-    from slurmkube.controllers import failpoints
+    from slurmkube.controllers import failpoints, heap
     from slurmkube.controllers.clients import SlurmClients
     from slurmkube.controllers.settings import Settings
 
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     slurmkube.controllers.memory.State.settings = settings
     slurmkube.controllers.memory.State.clients = SlurmClients(settings)
     metrics.serve(args.metrics_port)
+    heap.tune_collector()
     asyncio.run(
         kopf.operator(
             namespaces=namespaces,

@@ -41,3 +41,12 @@ def test_garbage_among_frozen_objects_is_collected_by_the_next_sweep() -> None:
     assert gone() is not None
     heap.settle_heap(clock=lambda: 1000.0 + heap.SWEEP_SECONDS)
     assert gone() is None
+
+
+def test_the_operator_collects_its_youngest_generation_less_often() -> None:
+    before = gc.get_threshold()
+    try:
+        heap.tune_collector()
+        assert gc.get_threshold() == (heap.YOUNG_OBJECTS, 10, 10)
+    finally:
+        gc.set_threshold(*before)
