@@ -141,7 +141,7 @@ def _partitions(
                 # With CR_Core_Memory and no default a job gets its nodes' whole
                 # memory, so GPU jobs could never share a node; give each CPU its
                 # share of the smallest node's memory instead.
-                def_mem_per_cpu=min((per_cpu[n] for n in chosen), default=None),
+                def_mem_per_cpu=min(map(per_cpu.__getitem__, chosen), default=None),
                 topology=partition_topology(topologies, part.topology, f"{where}.topology"),
             )
         )

@@ -90,20 +90,23 @@ def node_lines(
         reserved = ns.spec.memory_reserved_mib if ns else 0
         cpus_reserved = ns.spec.cpus_reserved if ns else 0
         chosen = {n.name for n in members.selected[ns.metadata.name]} if ns else set()
-        # Nodes of one NodeSet mostly share a shape; build each shape once.
-        shapes: dict[tuple[int, int, SlurmToken | None, int], NodeShape] = {}
+        # Nodes of one NodeSet mostly share a shape; build each shape, and find
+        # its group, once.
+        shapes: dict[
+            tuple[int, int, SlurmToken | None, int], tuple[NodeShape, list[SlurmToken]]
+        ] = {}
         for node in nodes:
             port = ctx.node_ports.get(node.name)
             key, changed = _line_values(node, held.get(node.name), (cpus_reserved, reserved), where)
             if changed or (node.name in held and node.name not in chosen):
                 kept.append(node.name)
             cpus, memory, gpu_type, gpus = key
-            shape = shapes.get(key) if port is None else None
-            if shape is None:
+            found = shapes.get(key) if port is None else None
+            if found is None:
                 features = list(ns_features)
                 if gpu_type and gpu_type not in features:
                     features.append(gpu_type)
-                shape = NodeShape(
+                made = NodeShape(
                     cpus=cpus,
                     real_memory=memory,
                     gres=_gres(gpu_type, gpus),
@@ -112,9 +115,11 @@ def node_lines(
                     port=port,
                     alone=node.name if port is not None else "",
                 )
+                found = (made, groups.setdefault(made, []))
                 if port is None:
-                    shapes[key] = shape
-            groups.setdefault(shape, []).append(node.name)
+                    shapes[key] = found
+            shape, names = found
+            names.append(node.name)
             shape_of[node.name] = shape
             if gpus:
                 gres_groups.setdefault((gpu_type, gpus), []).append(node.name)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Final
 
 from slurmkube.api import grammar
@@ -31,6 +32,12 @@ class FleetNode:
     memory_mib: int
     labels: Mapping[str, str]
     ready: bool
+    # The name's natural order (`sort_key`), made once per node change: every
+    # config sorts the whole fleet more than once.
+    order: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "order", sort_key(self.name))
 
     def label(self, key: str) -> str | None:
         return self.labels.get(key)
@@ -146,8 +153,11 @@ def sort_key(name: str) -> tuple[object, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
+_ORDER = attrgetter("order")
+
+
 def sorted_nodes(nodes: Iterable[FleetNode]) -> list[FleetNode]:
-    return sorted(nodes, key=lambda n: sort_key(n.name))
+    return sorted(nodes, key=_ORDER)
 
 
 def as_fleet(nodes: Iterable[KubeNode | FleetNode]) -> list[FleetNode]:

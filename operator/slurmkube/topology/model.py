@@ -100,6 +100,17 @@ class _Labels:
         return token
 
 
+@dataclass(frozen=True, slots=True)
+class _Combination:
+    """One combination of tier and NVLink domain label values, as read, and the
+    lists a node with it joins."""
+
+    path: tuple[str, ...]
+    on_path: list[SlurmToken]
+    tiers_unknown: bool
+    in_domain: list[SlurmToken] | None
+
+
 def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopology:
     """The topology of `nodes` as `spec` says to read it from their labels."""
     labels = _Labels()
@@ -109,29 +120,38 @@ def build_topology(nodes: Iterable[FleetNode], spec: TopologySpec) -> FleetTopol
     paths: dict[SlurmToken, tuple[str, ...]] = {}
     without_domain: list[str] = []
     without_tiers: list[str] = []
+    by_path: dict[tuple[str, ...], list[SlurmToken]] = {}
     keys = (*tiers, domain_key)
-    # A fleet repeats few combinations of these values: read each combination once.
-    read: dict[tuple[str | None, ...], tuple[tuple[str, ...], SlurmToken | None]] = {}
+    # A fleet repeats few combinations of these values: read each combination
+    # once, and keep the lists its nodes join (the per-node work of every config).
+    read: dict[tuple[str | None, ...], _Combination] = {}
     for node in sorted_nodes(nodes):
         values = tuple(map(node.labels.get, keys))
         known = read.get(values)
         if known is None:
             path = tuple(labels.get(node, key) or UNKNOWN for key in tiers)
-            known = (path, labels.get(node, domain_key))
+            domain = labels.get(node, domain_key)
+            known = _Combination(
+                path,
+                by_path.setdefault(path, []),
+                UNKNOWN in path,
+                None if domain is None else domains.setdefault(domain, []),
+            )
             if not labels.failed:
                 read[values] = known
             labels.failed = False
-        path, domain = known
-        paths[node.name] = path
-        if UNKNOWN in path:
-            without_tiers.append(node.name)
-        if domain is None:
-            without_domain.append(node.name)
+        name = node.name
+        paths[name] = known.path
+        known.on_path.append(name)
+        if known.tiers_unknown:
+            without_tiers.append(name)
+        if known.in_domain is None:
+            without_domain.append(name)
         else:
-            domains.setdefault(domain, []).append(node.name)
+            known.in_domain.append(name)
 
     blocks, sizes, undersized = _blocks(domains, paths, spec.block_size)
-    switches = _switches(paths, tiers) if tiers else ()
+    switches = _switches(by_path, tiers) if tiers else ()
     return FleetTopology(
         blocks=blocks,
         block_sizes=sizes,
@@ -197,12 +217,12 @@ def default_base_block_size(domain_sizes: Iterable[int]) -> int:
     return max((size * (i + 1), size) for i, size in enumerate(sizes))[1]
 
 
-def _switches(paths: dict[SlurmToken, tuple[str, ...]], tiers: Sequence[str]) -> tuple[Switch, ...]:
+def _switches(
+    by_path: dict[tuple[str, ...], list[SlurmToken]], tiers: Sequence[str]
+) -> tuple[Switch, ...]:
+    """`by_path`: the nodes of each tier path (leaf first). Work per distinct
+    path: a fleet has a handful per leaf switch."""
     depth = len(tiers)
-    # Work per distinct tier path: a fleet has a handful per leaf switch.
-    by_path: dict[tuple[str, ...], list[SlurmToken]] = {}
-    for node, path in paths.items():
-        by_path.setdefault(path, []).append(node)
 
     # The switch a value names at tier i; values seen on two tiers get the
     # tier's short name as prefix so SwitchNames stay unique.
