@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from slurmkube.controllers import heap
+from slurmkube.controllers.heap import SWEEP_SECONDS, YOUNG_OBJECTS, Heap, tune_collector
 
 
 class Cyclic:
@@ -17,36 +17,50 @@ class Cyclic:
         self.me = self
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture(autouse=True)
-def fresh_heap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(heap, "_swept_at", None)
+def unfrozen() -> Iterator[None]:
     yield
     gc.unfreeze()
 
 
 def test_a_sweep_freezes_what_survived_and_the_next_waits_its_interval() -> None:
-    assert heap.settle_heap(clock=lambda: 1000.0)
+    clock = Clock()
+    heap = Heap(clock)
+    assert heap.settle()
     assert gc.get_freeze_count() > 0
-    assert not heap.settle_heap(clock=lambda: 1000.0 + heap.SWEEP_SECONDS - 1)
-    assert heap.settle_heap(clock=lambda: 1000.0 + heap.SWEEP_SECONDS)
+    clock.now += SWEEP_SECONDS - 1
+    assert not heap.settle()
+    clock.now += 1
+    assert heap.settle()
 
 
 def test_garbage_among_frozen_objects_is_collected_by_the_next_sweep() -> None:
+    clock = Clock()
+    heap = Heap(clock)
     kept = Cyclic()
     gone = weakref.ref(kept)
-    heap.settle_heap(clock=lambda: 1000.0)
+    heap.settle()
     del kept
     gc.collect()
     # Frozen: the collector's own runs do not walk it.
     assert gone() is not None
-    heap.settle_heap(clock=lambda: 1000.0 + heap.SWEEP_SECONDS)
+    clock.now += SWEEP_SECONDS
+    heap.settle()
     assert gone() is None
 
 
 def test_the_operator_collects_its_youngest_generation_less_often() -> None:
     before = gc.get_threshold()
     try:
-        heap.tune_collector()
-        assert gc.get_threshold() == (heap.YOUNG_OBJECTS, 10, 10)
+        tune_collector()
+        assert gc.get_threshold() == (YOUNG_OBJECTS, 10, 10)
     finally:
         gc.set_threshold(*before)

@@ -37,7 +37,7 @@ from slurmkube.controllers import caches
 from slurmkube.controllers.apply import apply_plan
 from slurmkube.controllers.deletion import hold_while_jobs_run, remove_what_outlives
 from slurmkube.controllers.early_config import deliver, deliver_early, deliver_if_safe
-from slurmkube.controllers.heap import settle_heap
+from slurmkube.controllers.heap import HEAP
 from slurmkube.controllers.leadership import leader_only, start_lease
 from slurmkube.controllers.memory import (
     DEFAULT_DEBOUNCE_SECONDS,
@@ -88,7 +88,7 @@ async def _reconcile_key(key: Key) -> Result:
     keys = label_keys()
     if keys != keys_before:
         relabel_nodes_seen({name: e.labels for name, e in nodes.items()}, keys)
-    await asyncio.to_thread(settle_heap)
+    await asyncio.to_thread(HEAP.settle)
     return Result(requeue_after=requeue)
 
 

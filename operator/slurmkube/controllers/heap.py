@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["SWEEP_SECONDS", "YOUNG_OBJECTS", "settle_heap", "tune_collector"]
+__all__ = ["HEAP", "SWEEP_SECONDS", "YOUNG_OBJECTS", "Heap", "tune_collector"]
 
 # One full pause a minute, at a reconcile's end, instead of one behind any change.
 SWEEP_SECONDS = 60.0
@@ -59,22 +59,30 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _malloc_trim()
-_SWEEPING = threading.Lock()
-_swept_at: float | None = None
 
 
-def settle_heap(clock: Callable[[], float] = time.monotonic) -> bool:
-    """Sweep (collect all, freeze the survivors) if none ran for `SWEEP_SECONDS`,
-    then trim the heap. Returns whether it swept."""
-    global _swept_at
-    swept = False
-    with _SWEEPING:
-        now = clock()
-        if _swept_at is None or now - _swept_at >= SWEEP_SECONDS:
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            _swept_at, swept = clock(), True
-    if _TRIM is not None:
-        _TRIM(0)
-    return swept
+class Heap:
+    """The process's heap, settled after each reconcile (from any worker thread)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._sweeping = threading.Lock()
+        self._swept_at: float | None = None
+
+    def settle(self) -> bool:
+        """Sweep (collect all, freeze the survivors) if none ran for
+        `SWEEP_SECONDS`, then trim the heap. Returns whether it swept."""
+        swept = False
+        with self._sweeping:
+            now = self._clock()
+            if self._swept_at is None or now - self._swept_at >= SWEEP_SECONDS:
+                gc.unfreeze()
+                gc.collect()
+                gc.freeze()
+                self._swept_at, swept = self._clock(), True
+        if _TRIM is not None:
+            _TRIM(0)
+        return swept
+
+
+HEAP = Heap()
