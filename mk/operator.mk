@@ -7,8 +7,9 @@
 #                         steady RSS (target under 300 MB) and its reconcile time by
 #                         step; (c) a config label changed -> ConfigMap (target p50
 #                         under 1 s beyond the debounce); (d) 5 min of label churn no
-#                         config reads: reconciles it triggers (target 0). Exits 1 on a
-#                         miss. OPERATOR_BENCH_ARGS="--watched 1000 --churn-seconds 60".
+#                         config reads: reconciles it triggers (target 0); (e) the
+#                         operator restarted: start -> first label change served
+#                         (target under 15 s). Exits 1 on a miss. OPERATOR_BENCH_ARGS="--watched 1000 --churn-seconds 60".
 #                         A cluster it starts renews kwok's node Leases every 5 min, not
 #                         10 s (NODE_LEASE_SECONDS, mk/cluster.mk): at 25,000 nodes the
 #                         10 s renewals alone overload two cores and nodes flap NotReady.
