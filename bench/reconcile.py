@@ -354,6 +354,18 @@ def bridge_rounds(port: int) -> dict[str, float]:
     return counted(port, "slurmkube_bridge_rounds_total")
 
 
+def node_labels(kube: Kube, node: str) -> dict[str, str]:
+    labels: dict[str, str] = ((kube.get("v1", "Node", node) or {}).get("metadata") or {}).get(
+        "labels", {}
+    )
+    return labels
+
+
+def set_clique(kube: Kube, node: str, clique: str) -> None:
+    """Moves `node` to another NVLink domain: a label every config reads."""
+    kube.patch("v1", "Node", node, {"metadata": {"labels": {fleet.CLIQUE_LABEL: clique}}})
+
+
 def part_label_change(kube: Kube, port: int, ns: str, node: str, debounce: float) -> dict[str, Any]:
     """A label the config reads (the node's NVLink domain) changed, five times:
     label patch -> the ConfigMap holds a new hash, minus the debounce. The node
@@ -362,7 +374,7 @@ def part_label_change(kube: Kube, port: int, ns: str, node: str, debounce: float
     would wait for a rewrite that never comes."""
 
     changes, timeout = 5, 120.0
-    home = ((kube.get("v1", "Node", node) or {}).get("metadata") or {}).get("labels", {})
+    home = node_labels(kube, node)
     cliques = [f"moved-{i}" if i % 2 == 0 else home[fleet.CLIQUE_LABEL] for i in range(changes)]
     seconds: list[float] = []
     hashes = ConfigHashes(kube, ns, "local-slurm-config")
@@ -371,7 +383,7 @@ def part_label_change(kube: Kube, port: int, ns: str, node: str, debounce: float
         for clique in cliques:
             before = hashes.wait_for(lambda _: True, timeout)
             start = time.monotonic()
-            kube.patch("v1", "Node", node, {"metadata": {"labels": {fleet.CLIQUE_LABEL: clique}}})
+            set_clique(kube, node, clique)
             if hashes.wait_for(partial(ne, before), timeout) is None:
                 break  # the p50 of what was reached would flatter a miss
             seconds.append(hashes.changed_at - start - debounce)
@@ -402,7 +414,7 @@ def part_restart(kube: Kube, operator: OperatorProcess, ns: str, node: str) -> d
     paged list of every Node) and its first reconcile, which writes the config
     before it reads Slurm (target: DESIGN.md's 15 s takeover)."""
     timeout = 300.0
-    labels = ((kube.get("v1", "Node", node) or {}).get("metadata") or {}).get("labels", {})
+    labels = node_labels(kube, node)
     moved = "restarted" if labels.get(fleet.CLIQUE_LABEL) != "restarted" else "restarted-again"
     hashes = ConfigHashes(kube, ns, "local-slurm-config")
     try:
@@ -410,7 +422,7 @@ def part_restart(kube: Kube, operator: OperatorProcess, ns: str, node: str) -> d
         operator.stop()
         start = time.monotonic()
         operator.start()
-        kube.patch("v1", "Node", node, {"metadata": {"labels": {fleet.CLIQUE_LABEL: moved}}})
+        set_clique(kube, node, moved)
         served = hashes.wait_for(partial(ne, before), timeout) is not None
         seconds = hashes.changed_at - start if served else None
     finally:
