@@ -23,13 +23,18 @@ from slurmkube_local.builders import NodeBuilder, bundle, cluster_docs, nvl_flee
 
 
 class FakeKube:
-    """Records the config hashes written, in order."""
+    """Records the config hashes written, in order; serves the ConfigMap last written."""
 
     def __init__(self) -> None:
         self.written: list[str] = []
+        self.config_map: dict[str, Any] | None = None
 
     def apply(self, obj: dict[str, Any], owner: object = None) -> None:
         self.written.append(obj["data"]["config-hash"])
+        self.config_map = obj
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str) -> Any:
+        return self.config_map if kind == "ConfigMap" else None
 
     def annotate_pod(self, *_: object) -> None:
         pass
@@ -76,6 +81,28 @@ def test_nothing_is_written_early_before_a_config_is_in_force() -> None:
     kube, memory = FakeKube(), ClusterMemory()
     assert deliver_if_safe(cast(Any, kube), snapshot(), memory, configured(2), 1.0) == ""
     assert kube.written == []
+
+
+def test_after_a_restart_the_config_in_force_is_read_back_from_the_config_map() -> None:
+    kube = FakeKube()
+    write(kube, ClusterMemory(), configured(2), 1.0)
+    restarted = ClusterMemory()
+    grown = configured(3)
+    assert (
+        deliver_if_safe(cast(Any, kube), snapshot(), restarted, grown, 2.0) == grown.rendered.hash
+    )
+    # A line that leaves waits for Slurm's answer, as before the restart.
+    again = ClusterMemory()
+    assert deliver_if_safe(cast(Any, kube), snapshot(), again, configured(2), 3.0) == ""
+
+
+def test_a_config_map_without_its_slurm_release_is_not_trusted() -> None:
+    kube = FakeKube()
+    write(kube, ClusterMemory(), configured(2), 1.0)
+    assert kube.config_map is not None
+    del kube.config_map["metadata"]["annotations"][wk.ANNOTATION_SLURM_RELEASE]
+    grown = configured(3)
+    assert deliver_if_safe(cast(Any, kube), snapshot(), ClusterMemory(), grown, 2.0) == ""
 
 
 def test_a_node_added_is_written_early() -> None:

@@ -173,8 +173,8 @@ SECRET_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
 CLUSTER_CALLERS: dict[tuple[str, str], dict[str, Caller]] = {
     ("", "nodes"): {
         "get": Caller("controllers/health_apply.py", 'kube.get("v1", "Node", node, None)'),
-        "list": Caller(CACHES, '@kopf.index("", "v1", "nodes")'),
-        "watch": Caller(HANDLERS, '@kopf.on.event("", "v1", "nodes")'),
+        "list": Caller("kube/informer.py", "k8s.CoreV1Api(api).list_node"),
+        "watch": Caller("kube/informer.py", "watch=True,"),
         "patch": Caller("kube/client.py", 'self._resource("v1", "Node").patch('),
     },
     ("apiextensions.k8s.io", "customresourcedefinitions"): kopf_watch(

@@ -16,13 +16,14 @@ from slurmkube.plan.cluster import Configured, configure, plan_cluster
 from slurmkube.plan.holds import (
     CHANGE_REASON,
     NOT_RESPONDING_GRACE_SECONDS,
+    ConfigInForce,
     early_delivery_safe,
     not_responding_since,
 )
 from slurmkube.plan.model import Condition, Observed, Plan, PodView, SlurmNodeView
 from slurmkube.plan.status import node_problems_status
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS
-from slurmkube.slurm.hostlist import expand
+from slurmkube.slurm.conf_text import node_shapes
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import NodeBuilder, cluster_docs
 
@@ -167,18 +168,8 @@ def changed(change: Callable[[World], None], **state: Any) -> tuple[World, Plan]
 def configure_again(plan: Plan) -> dict[str, tuple[int, int, str]]:
     """Node -> (CPUs, RealMemory, Gres) as the plan's slurm.conf states them."""
     assert plan.rendered is not None
-    out: dict[str, tuple[int, int, str]] = {}
-    for line in plan.rendered.files["slurm.conf"].splitlines():
-        if not line.startswith("NodeName="):
-            continue
-        fields = dict(part.split("=", 1) for part in line.split())
-        for name in _expand(fields["NodeName"]):
-            out[name] = (int(fields["CPUs"]), int(fields["RealMemory"]), fields.get("Gres", ""))
-    return out
-
-
-def _expand(hostlist: str) -> list[str]:
-    return list(expand(hostlist))
+    shapes = node_shapes(plan.rendered.files["slurm.conf"])
+    return {name: (s.cpus, s.real_memory, s.gres or "") for name, s in shapes.items()}
 
 
 def registered_line(world: World, node: str) -> tuple[int, int, str]:
@@ -388,7 +379,11 @@ def test_a_config_may_be_written_before_slurm_is_read_only_if_no_line_goes_or_ch
     new = configure(world.observed())
     assert isinstance(delivered, Configured) and isinstance(new, Configured)
     assert early_delivery_safe(delivered.config, new.config) is safe
-    assert not early_delivery_safe(None, new.config)  # after a restart: wait for Slurm
+    # After a restart: the config read back from its ConfigMap decides the same.
+    shapes = node_shapes(delivered.rendered.files["slurm.conf"])
+    read_back = ConfigInForce(delivered.config.slurm_version, shapes)
+    assert early_delivery_safe(read_back, new.config) is safe
+    assert not early_delivery_safe(None, new.config)  # nothing in force known: wait for Slurm
 
 
 def test_node_problems_are_listed_in_status() -> None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmkube.plan.cluster import plan_cluster
+from slurmkube.slurm.conf_text import LineShape, node_shapes
 from slurmkube_local.builders import NodeBuilder
 from tests.unit.test_job_safety import NODES, World, configure_again, registered_line
 
@@ -117,6 +118,24 @@ def test_no_busy_node_leaves_the_config_changes_shape_or_loses_its_pod(
         assert now.get(name) == registered_line(world, name), name
         if name in world.pods:
             assert f"{world.pods[name]}-{name}" not in plan.delete_pods, name
+
+
+@settings(max_examples=200, deadline=None)
+@given(fleet=fleets, change=spec_changes)
+def test_the_shapes_read_back_from_slurm_conf_are_the_configs_own(
+    fleet: dict[str, NodeSpec | None], change: dict[str, Any]
+) -> None:
+    """What a restarted operator reads back (plan.holds.ConfigInForce)."""
+    world = world_of(fleet)
+    apply_spec(world, change)
+    plan = plan_cluster(world.observed())
+    if plan.rendered is None or plan.config is None:
+        return
+    read_back = node_shapes(plan.rendered.files["slurm.conf"])
+    assert read_back == {
+        name: LineShape(shape.cpus, shape.real_memory, shape.gres)
+        for name, shape in plan.config.shape_of.items()
+    }
 
 
 def _view(name: str, cpus: int, memory: int, gres: list[str], state: dict[str, Any]) -> Any:

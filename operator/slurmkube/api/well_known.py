@@ -81,6 +81,8 @@ LABEL_CLUSTER: Final = f"{GROUP}/cluster"
 LABEL_NODESET: Final = f"{GROUP}/nodeset"
 LABEL_NODE: Final = f"{GROUP}/node"
 ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+# On the config ConfigMap: the Slurm release its files are for (read back after a restart).
+ANNOTATION_SLURM_RELEASE: Final = f"{GROUP}/slurm-release"
 # Every byte of the files (a node moved live changes them, not the config hash).
 ANNOTATION_CONFIG_CONTENT: Final = f"{GROUP}/config-content"
 # On the config's ConfigMap: the nodes a live move may have left a `Topology=`

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.build.names import SLURM_GID, Manifest, labels, meta, names_of
 from slurmkube.build.pod import daemon_container, placement, slurm_etc
 from slurmkube.build.reloader import reloader_container, reloader_volume
 from slurmkube.render.files import RenderedConfig
 
 
-def config_map(cluster: SlurmCluster, rendered: RenderedConfig) -> Manifest:
+def config_map(
+    cluster: SlurmCluster, rendered: RenderedConfig, slurm_version: SlurmVersion
+) -> Manifest:
+    """`slurm_version`: the release the files are for (the oldest a slurmd runs)."""
     metadata = meta(cluster, names_of(cluster).config, "slurm-config")
-    metadata["annotations"] = {wk.ANNOTATION_CONFIG_HASH: rendered.hash}
+    metadata["annotations"] = {
+        wk.ANNOTATION_CONFIG_HASH: rendered.hash,
+        wk.ANNOTATION_SLURM_RELEASE: str(slurm_version),
+    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -1,49 +1,72 @@
-"""The operator's informer caches: kopf indexes of Nodes, slurmd pods, NodeSets and
-Workloads, each object converted once per event into what a reconcile reads.
+"""The operator's informer caches: Nodes from a reflector of our own, slurmd pods,
+NodeSets and Workloads from kopf indexes; each object converted once per event
+into what a reconcile reads.
 
-kopf fills every index from its initial list before any handler runs, keeps it
-from the watch and hands all of them to every handler by their functions'
-names (`take`). Reconciles run in worker threads, so they read copies taken on
-the event loop (`nodes_now`, `slurmd_pods_now`, ...): a reconcile or a bridge
-round lists none of these kinds, and costs the same at 25,000 Nodes.
+Nodes are the fleet (25,000 at the scale target), read by the Node reflector
+(kube/informer.py) in pages and converted in its thread; the event loop keeps
+the entries and tells the Node subscribers (the cluster, health and lending
+controllers) of each event. kopf fills its indexes from its initial lists
+before any handler runs, keeps them from the watch and hands all of them to
+every handler by their functions' names (`take`). Reconciles run in worker
+threads, so they read copies taken on the event loop (`nodes_now`,
+`slurmd_pods_now`, ...): a reconcile or a bridge round lists none of these
+kinds, and costs the same at 25,000 Nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from slurmkube.api import well_known as wk
+from slurmkube.controllers.memory import leading
 from slurmkube.controllers.observe import NodeEntry, node_entry, pod_view
 from slurmkube.controllers.queue import Key
-from slurmkube.kube.client import Manifest
+from slurmkube.kube.client import Manifest, load_config
+from slurmkube.kube.informer import Reflector, node_reflector
 from slurmkube.plan.model import PodView
 from slurmkube.topology.fleet import node_fingerprint
+
+log = logging.getLogger(__name__)
+
+# Told of every Node event, on the event loop, with the Node as `slim` keeps it.
+NodeSubscriber = Callable[[str, Manifest], None]
 
 
 @dataclass
 class _Caches:
-    nodes: kopf.Index[None, NodeEntry] | None = None
     pods: kopf.Index[Key, PodView] | None = None
     node_sets: kopf.Index[Key, Manifest] | None = None
     workloads: kopf.Index[str, Manifest] | None = None
-    # Per Node: the entry and the fingerprint it was converted from (heartbeats reuse it).
-    entries: dict[str, tuple[int, NodeEntry]] = field(default_factory=dict)
     # The condition types and taint keys health rules read (controllers/health.py):
     # a change of one converts a Node again.
     health_keys: frozenset[str] = frozenset()
 
 
+@dataclass
+class _Nodes:
+    """Every Node as a reconcile reads it (kept on the event loop)."""
+
+    entries: dict[str, NodeEntry] = field(default_factory=dict)
+    # Whether the reflector's first list is through: before, a config would miss nodes.
+    listed: bool = False
+    subscribers: list[NodeSubscriber] = field(default_factory=list)
+    reflector: Reflector | None = None
+
+
 CACHES = _Caches()
+NODES = _Nodes()
 
 
 def take(kwargs: Mapping[str, Any]) -> None:
     """Keep the indexes kopf passes to a handler (the same objects every time)."""
-    if CACHES.nodes is None and "fleet_nodes" in kwargs:
-        CACHES.nodes = kwargs["fleet_nodes"]
     if CACHES.pods is None and "slurmd_pods" in kwargs:
         CACHES.pods = kwargs["slurmd_pods"]
     if CACHES.node_sets is None and "cluster_node_sets" in kwargs:
@@ -53,24 +76,124 @@ def take(kwargs: Mapping[str, Any]) -> None:
 
 
 def ready() -> bool:
-    """Whether kopf has handed over the indexes (with the first event of any kind)."""
-    return CACHES.nodes is not None
+    """Whether every cache is filled: the Node reflector has listed the fleet once,
+    and kopf has handed over its indexes (with the first event of any kind)."""
+    return NODES.listed and CACHES.pods is not None
 
 
-@kopf.index("", "v1", "nodes")
-async def fleet_nodes(name: str, body: kopf.Body, **_: Any) -> dict[None, NodeEntry]:
-    """Every Node as a reconcile reads it; converted again only when the Node
-    changed what a conversion reads. All under one key: kopf keeps a store per
-    key, and one per Node cost ~300 bytes each (an entry knows its name)."""
-    fingerprint = node_fingerprint(body, signal_keys=CACHES.health_keys)
-    cached = CACHES.entries.get(name)
-    if cached is None or cached[0] != fingerprint:
-        cached = CACHES.entries[name] = (fingerprint, node_entry(dict(body)))
-    return {None: cached[1]}
+def serving() -> bool:
+    """Whether this operator reconciles: it leads, and its caches are filled."""
+    return leading() and ready()
 
 
-def node_gone(name: str) -> None:
-    CACHES.entries.pop(name, None)
+def on_node(subscriber: NodeSubscriber) -> NodeSubscriber:
+    """Register a Node subscriber (a decorator)."""
+    NODES.subscribers.append(subscriber)
+    return subscriber
+
+
+def slim(raw: Manifest) -> Manifest:
+    """A Node as its subscribers read it: its name and labels, cordon and taints,
+    conditions and resources; not its images, addresses or managed fields, which
+    are most of a Node and would be held while events wait for the event loop."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    return {
+        "metadata": {"name": meta.get("name", ""), "labels": meta.get("labels") or {}},
+        "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec},
+        "status": {k: status[k] for k in ("conditions", "allocatable", "capacity") if k in status},
+    }
+
+
+# One Node event as the event loop takes it: type, the slim Node, its entry (None: gone).
+_Change = tuple[str, Manifest, NodeEntry | None]
+
+
+class NodeSink:
+    """The Node reflector's sink: converts in the reflector's thread, then hands
+    the entries to the event loop (a page at a time, waiting for each, so at
+    most one page of Nodes is decoded at once)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        # Per Node: the entry and the fingerprint it was converted from (heartbeats reuse it).
+        self._converted: dict[str, tuple[int, NodeEntry]] = {}
+
+    def _entry(self, raw: Manifest) -> NodeEntry:
+        name = raw["metadata"]["name"]
+        fingerprint = node_fingerprint(raw, signal_keys=CACHES.health_keys)
+        cached = self._converted.get(name)
+        if cached is None or cached[0] != fingerprint:
+            cached = self._converted[name] = (fingerprint, node_entry(raw))
+        return cached[1]
+
+    def _change(self, event_type: str, raw: Manifest) -> _Change:
+        return event_type, slim(raw), self._entry(raw)
+
+    def listed_page(self, items: list[Manifest]) -> None:
+        known = self._converted
+        changes = [
+            self._change("MODIFIED" if raw["metadata"]["name"] in known else "ADDED", raw)
+            for raw in items
+        ]
+        self._post(changes, wait=True)
+
+    def listed(self, names: frozenset[str]) -> None:
+        gone = [name for name in self._converted if name not in names]
+        for name in gone:
+            del self._converted[name]
+        changes: list[_Change] = [("DELETED", {"metadata": {"name": n}}, None) for n in gone]
+        self._post(changes, wait=True, listed=True)
+
+    def event(self, event_type: str, obj: Manifest) -> None:
+        if event_type == "DELETED":
+            self._converted.pop(obj["metadata"]["name"], None)
+            self._post([(event_type, slim(obj), None)], wait=False)
+        else:
+            self._post([self._change(event_type, obj)], wait=False)
+
+    def _post(self, changes: list[_Change], *, wait: bool, listed: bool = False) -> None:
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                _take_nodes(changes, listed=listed)
+            finally:
+                done.set()
+
+        self._loop.call_soon_threadsafe(run)
+        if wait:
+            done.wait()
+
+
+def _take_nodes(changes: list[_Change], *, listed: bool) -> None:
+    for event_type, node, entry in changes:
+        name = node["metadata"]["name"]
+        if entry is None:
+            NODES.entries.pop(name, None)
+        else:
+            NODES.entries[name] = entry
+        for subscriber in NODES.subscribers:
+            try:
+                subscriber(event_type, node)
+            except Exception:
+                log.exception("node subscriber failed node=%s", name)
+    if listed and not NODES.listed:
+        NODES.listed = True
+        log.info("nodes listed count=%d", len(NODES.entries))
+
+
+@kopf.on.startup()
+async def watch_nodes(**_: Any) -> None:
+    """On a standby too: the one that takes over has its fleet at hand."""
+    api = load_config(os.environ.get("KUBECONFIG"))
+    NODES.reflector = node_reflector(api, NodeSink(asyncio.get_running_loop()))
+    NODES.reflector.start()
+
+
+@kopf.on.cleanup()
+async def stop_watching_nodes(**_: Any) -> None:
+    if NODES.reflector is not None:
+        NODES.reflector.stop()
 
 
 @kopf.index("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"})
@@ -102,9 +225,8 @@ def kueue_workloads(uid: str, body: kopf.Body, **_: Any) -> dict[str, Manifest]:
 
 
 def nodes_now() -> dict[str, NodeEntry]:
-    index = CACHES.nodes
-    assert index is not None, "kopf hands the indexes over before any key is added"
-    return {entry.name: entry for store in index.values() for entry in store}
+    assert NODES.listed, "the queues take no key before the fleet is listed"
+    return dict(NODES.entries)
 
 
 def slurmd_pods_now(key: Key) -> tuple[PodView, ...]:

@@ -25,6 +25,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
+from slurmkube.api import well_known as wk
+from slurmkube.api.slurm_version import parse_slurm_version
 from slurmkube.controllers.apply import deliver_config
 from slurmkube.controllers.memory import ClusterMemory
 from slurmkube.controllers.observe import NodeEntry, Snapshot, observe_again
@@ -36,9 +38,10 @@ from slurmkube.controllers.topology_moves import (
 )
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.cluster import Configured, configure
-from slurmkube.plan.holds import early_delivery_safe
+from slurmkube.plan.holds import ConfigInForce, early_delivery_safe
 from slurmkube.plan.model import Plan, PodView
 from slurmkube.render.live_topology import Move, moves, units_of
+from slurmkube.slurm.conf_text import node_shapes
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,8 @@ def deliver(
         if nodes_at < memory.delivered_nodes_at:
             return ""
         config = configured.config
+        if only_if_safe and memory.delivered is None:
+            memory.delivered = config_in_force(kube, configured.config_map)
         if only_if_safe and (config is None or not early_delivery_safe(memory.delivered, config)):
             return ""
         clock = memory.config_clock
@@ -110,6 +115,26 @@ def deliver(
         else:
             memory.units_in_slurm = None
         return rendered.hash
+
+
+def config_in_force(kube: Kube, config_map: Manifest) -> ConfigInForce | None:
+    """The config the ConfigMap holds, as `early_delivery_safe` reads it: what an
+    operator that restarted has in force (None: no ConfigMap, or one written
+    before it named its Slurm release)."""
+    meta = config_map["metadata"]
+    found = kube.get("v1", "ConfigMap", meta["name"], meta["namespace"]) or {}
+    release = ((found.get("metadata") or {}).get("annotations") or {}).get(
+        wk.ANNOTATION_SLURM_RELEASE
+    )
+    text = (found.get("data") or {}).get("slurm.conf")
+    if release is None or text is None:
+        return None
+    try:
+        version = parse_slurm_version(release, f"ConfigMap {meta['name']} annotation")
+        return ConfigInForce(version, node_shapes(text))
+    except ValueError as err:
+        log.warning("config in force unread configmap=%s error=%s", meta["name"], err)
+        return None
 
 
 def settling_given_up(memory: ClusterMemory, snap: Snapshot) -> bool:

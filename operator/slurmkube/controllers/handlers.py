@@ -44,7 +44,6 @@ from slurmkube.controllers.memory import (
     State,
     cluster_memory,
     label_keys,
-    leading,
     relabel_nodes_seen,
 )
 from slurmkube.controllers.observe import NodeEntry, observe, observe_rest, with_nodes
@@ -187,7 +186,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.startup()
 async def start_queues(**_: Any) -> None:
     loop = asyncio.get_running_loop()
-    State.tasks = [loop.create_task(q.run(leading)) for q in (CLUSTERS, CONFIGS, POLLS)]
+    State.tasks = [loop.create_task(q.run(caches.serving)) for q in (CLUSTERS, CONFIGS, POLLS)]
 
 
 @kopf.on.cleanup()
@@ -273,16 +272,11 @@ def slurmd_pod_event(
         _mark((wk.namespace_or_default(namespace), labels[wk.LABEL_CLUSTER]), "pod", debounce=False)
 
 
-@kopf.on.event("", "v1", "nodes")
-async def node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
+@caches.on_node
+def node_event(type: str, body: Manifest) -> None:
     """A node that appeared, went, or changed what a config reads marks every
     cluster dirty; heartbeats and labels no config reads (most Node events in a
-    large fleet) do not. A coroutine, as every Node handler: kopf runs a plain
-    function in its thread pool, one hop per handler per event, and at 25,000
-    Nodes the initial list then waits queued, every Node's whole object held."""
-    caches.take(kwargs)
-    if type == "DELETED":
-        caches.node_gone(body["metadata"]["name"])
+    large fleet) do not."""
     name = body["metadata"]["name"]
     before = State.nodes_seen.get(name)
     if not node_changed(State.nodes_seen, type, body, label_keys()):

@@ -148,11 +148,12 @@ def cluster_event(
     caches.CACHES.health_keys = _keys()
 
 
-@kopf.on.event("", "v1", "nodes", id="health-nodes")
-async def node_event(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+@caches.on_node
+def node_event(type: str, body: Manifest) -> None:
     """A rule's condition or taint changed (or our taint): every health cluster looks."""
     if not HEALTH.clusters:
         return
+    name = body["metadata"]["name"]
     if type == "DELETED":
         HEALTH.seen.pop(name, None)
         return

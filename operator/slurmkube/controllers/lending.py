@@ -125,10 +125,10 @@ async def _mark(resource: kopf.Resource, **kwargs: Any) -> None:
     _ask(resource.plural.removesuffix("s"))
 
 
-async def _node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
+@caches.on_node
+def _node_event(type: str, body: Manifest) -> None:
     """Lease labels, cordons, nodes coming and going; not heartbeats, which in a large
     fleet arrive many times a second and would keep the bridge reconciling."""
-    caches.take(kwargs)
     if node_changed(State.bridge_nodes_seen, type, body, label_keys()):
         _ask("node")
 
@@ -136,7 +136,6 @@ async def _node_event(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
 kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads")(_mark)
 kopf.on.event("kueue.x-k8s.io", "v1beta2", "admissionchecks")(_mark)
 kopf.on.event(wk.GROUP, "v1alpha1", "slurmreservationchecks")(_mark)
-kopf.on.event("", "v1", "nodes", id="lending-nodes")(_node_event)
 # A slurmd pod leaving a leased node is the last step before Ready.
 kopf.on.event("", "v1", "pods", labels={wk.LABEL_NAME: "slurmd"}, id="lending-pods")(_mark)
 

@@ -22,9 +22,9 @@ from slurmkube.controllers.queue import Key
 from slurmkube.controllers.settings import Settings
 from slurmkube.kube.client import Kube
 from slurmkube.kube.lease import LeaderLease
+from slurmkube.plan.holds import InForce
 from slurmkube.plan.reconfigure import ConfigClock
 from slurmkube.plan.slurm_poll import NodeReads
-from slurmkube.render.config import SlurmConfig
 from slurmkube.topology.fleet import relabelled
 
 if TYPE_CHECKING:
@@ -56,9 +56,10 @@ class ClusterMemory:
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
     # memory only: after an operator restart the whole window is waited again.
     config_clock: ConfigClock | None = None
-    # The config last written: a reconcile writes its config before asking Slurm
-    # only when no line of this one leaves or shrinks (plan.holds.early_delivery_safe).
-    delivered: SlurmConfig | None = None
+    # The config last written (after a restart: what the ConfigMap holds, read back
+    # once): a reconcile writes its config before asking Slurm only when no line
+    # of this one leaves or shrinks (plan.holds.early_delivery_safe).
+    delivered: InForce | None = None
     # When the Node index it was made from was taken (monotonic), and the lock of
     # its two writers, the config queue and the reconcile (controllers/early_config.py).
     delivered_nodes_at: float = 0.0

@@ -105,7 +105,13 @@ def configure(observed: Observed) -> Configured | Condition:
     except InvalidValue as err:
         return Condition("ConfigApplied", False, "InvalidSpec", str(err))
     rendered = render_files(config)
-    return Configured(config, rendered, config_map(cluster, rendered), tuple(accounting), held)
+    return Configured(
+        config,
+        rendered,
+        config_map(cluster, rendered, config.slurm_version),
+        tuple(accounting),
+        held,
+    )
 
 
 # Renew the operator's own slurmrestd certificate this long before it ends.

@@ -22,9 +22,11 @@ loses its slurmd pod before it is drained and idle (DESIGN.md §5 Safety):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from slurmkube.api import well_known as wk
+from slurmkube.api.slurm_version import SlurmVersion
 from slurmkube.render.config import SlurmConfig
 from slurmkube.render.context import SLURMD_TIMEOUT_SECONDS
 from slurmkube.render.membership import HeldNode, NodeProblem
@@ -180,7 +182,35 @@ def not_responding_since(
     }
 
 
-def early_delivery_safe(delivered: SlurmConfig | None, new: SlurmConfig) -> bool:
+class _Shape(Protocol):
+    @property
+    def cpus(self) -> int: ...
+
+    @property
+    def real_memory(self) -> int: ...
+
+    @property
+    def gres(self) -> str | None: ...
+
+
+class InForce(Protocol):
+    """What `early_delivery_safe` reads of the config in force: a `SlurmConfig`,
+    or what a restarted operator reads back from the ConfigMap."""
+
+    @property
+    def slurm_version(self) -> SlurmVersion: ...
+
+    @property
+    def shape_of(self) -> Mapping[str, _Shape]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigInForce:
+    slurm_version: SlurmVersion
+    shape_of: Mapping[str, _Shape]
+
+
+def early_delivery_safe(delivered: InForce | None, new: SlurmConfig) -> bool:
     """Whether `new`, made before Slurm was read this reconcile, may be written at
     once: no node on a line of the config in force leaves it or changes CPUs,
     RealMemory or Gres (what a running job would fail on). Otherwise the config
