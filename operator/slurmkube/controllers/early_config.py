@@ -9,7 +9,7 @@ list (~16 s at 25,000 nodes), and a label change queued behind it would wait
 that long for its turn.
 
 Two writers, then: this path and the reconcile (its own early write, and the
-plan's config after the Slurm read). Each config is made from the Node index
+plan's config after the Slurm read). Each config is made from the Node cache
 as it was at one instant; one made from an older instant than the config in
 force is not written (the reconcile that made it runs again after the event
 that made the newer one). On a release that moves nodes live, a write whose
@@ -58,7 +58,7 @@ def deliver(
     *,
     only_if_safe: bool = False,
 ) -> str:
-    """Write the config made from the Node index of instant `nodes_at` and
+    """Write the config made from the Node cache of instant `nodes_at` and
     remember it as the one in force; where nodes move live, move them. Returns
     its hash ("" when not written: a config made from a later instant is in
     force, `only_if_safe` and `early_delivery_safe` refuses it against the

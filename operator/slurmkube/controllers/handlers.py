@@ -175,8 +175,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     # change is on the clock of the label-to-Slurm target (DESIGN.md §7).
     settings.batching.batch_window = 0.02
     # Each kind's initial list in pages, as client-go's reflector reads it (500 a
-    # page): kopf otherwise lists every Node in one response, and decoding 25,000
-    # at once raises the heap by hundreds of MB that Python does not give back.
+    # page), not in one response (Nodes have a reflector of their own: caches.py).
     settings.watching.chunk_size = 500
     api = load_config(os.environ.get("KUBECONFIG"))
     State.kube = Kube(api)
@@ -305,7 +304,7 @@ def reconcile(
     nodes_at: float = 0.0,
 ) -> float | None:
     """One observe -> plan -> apply; returns when to come back (None: only on events).
-    `nodes_at`: when `nodes` was taken from the Node index (controllers/early_config.py)."""
+    `nodes_at`: when `nodes` was taken from the Node cache (controllers/early_config.py)."""
     kube = _kube()
     key = (namespace, name)
     memory = cluster_memory(key)

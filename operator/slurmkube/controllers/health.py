@@ -9,7 +9,7 @@ node is checking (its check job's result is read from Slurm), and every
 `RESYNC_SECONDS` anyway: an admin's resume in Slurm, or a drain by slurmd's
 GPU check, is no Kubernetes event. Only the leader acts.
 
-Observed: the Node index's conditions, taints and domain label
+Observed: the Node cache's conditions, taints and domain label
 (`caches.fleet_nodes`), each Slurm node's drain, reason and jobs, the check
 jobs' states; the planner's memory is the record in the SlurmCluster's
 `slurmkube.io/health` annotation, written after every pass that changed it.

@@ -41,7 +41,7 @@ WAITS_FOR_NODES = frozenset({"Priority", "Resources", "None", ""})
 
 @dataclass(frozen=True)
 class Cache:
-    """What the operator's watches hold (kopf indexes), copied on the event loop
+    """What the operator's watches hold (the Node cache, kopf indexes), copied on the event loop
     for one bridge round: a round lists no Nodes, pods or Workloads."""
 
     nodes: Mapping[str, NodeEntry]

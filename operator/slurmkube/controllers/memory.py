@@ -60,7 +60,7 @@ class ClusterMemory:
     # once): a reconcile writes its config before asking Slurm only when no line
     # of this one leaves or shrinks (plan.holds.early_delivery_safe).
     delivered: InForce | None = None
-    # When the Node index it was made from was taken (monotonic), and the lock of
+    # When the Node cache it was made from was taken (monotonic), and the lock of
     # its two writers, the config queue and the reconcile (controllers/early_config.py).
     delivered_nodes_at: float = 0.0
     # Every byte of the config last written (RenderedConfig.content_hash).

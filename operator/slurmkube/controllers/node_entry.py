@@ -1,5 +1,5 @@
 """One Kubernetes Node as the operator keeps it: converted once per Node event by
-the operator's Node index (controllers/caches.py), read by every reconcile and
+the operator's Node cache (controllers/caches.py), read by every reconcile and
 bridge round."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class NodeEntry:
 
 
 def node_entry(raw: Manifest) -> NodeEntry:
-    """Converted once per Node event, by the operator's Node index (controllers/caches.py).
+    """Converted once per Node event, by the operator's Node cache (controllers/caches.py).
 
     The index holds one entry per Node for the operator's life (25,000 at the
     scale target), so an entry holds one labels dict, shared with its
