@@ -52,10 +52,17 @@ def state(cluster: LocalSlurm, job: int) -> str:
     return cluster.run("squeue", "-h", "-j", str(job), "-o", "%T", check=False).strip()
 
 
+def unscheduled(cluster: LocalSlurm, job: int) -> bool:
+    """Pending with no reason yet: the scheduler has not looked at it."""
+    out = cluster.run("squeue", "-h", "-j", str(job), "-o", "%T %r", check=False).split()
+    return out[:1] == ["PENDING"] and out[1:] in ([], ["None"], ["Priority"])
+
+
 def settle(cluster: LocalSlurm, jobs: list[int], seconds: float = 30) -> None:
-    """Until every job left PENDING or the scheduler had `seconds` to start them."""
+    """Until every job started or the scheduler gave the reason it did not (or had
+    `seconds`): a job the window refuses stays pending, reason given, at once."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(state(cluster, j) == "PENDING" for j in jobs):
+    while time.monotonic() < deadline and any(unscheduled(cluster, j) for j in jobs):
         cluster.run("scontrol", "schedule", check=False)
         time.sleep(1)
 

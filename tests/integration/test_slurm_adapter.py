@@ -402,8 +402,10 @@ def test_cli_with_a_wrong_jwt_is_an_auth_error(cluster: LocalSlurm) -> None:
 def test_cli_with_no_controller_is_unreachable(cluster: LocalSlurm, tmp_path: Path) -> None:
     (port,) = free_ports(1)
     conf = (cluster.conf_dir / "slurm.conf").read_text()
+    # No slurmctld on that port; scontrol tries to reach one for MessageTimeout.
+    settings = {"SlurmctldPort": str(port), "MessageTimeout": "3"}
     lines = [
-        f"SlurmctldPort={port}" if line.startswith("SlurmctldPort=") else line
+        f"{key}={settings[key]}" if (key := line.split("=", 1)[0]) in settings else line
         for line in conf.splitlines()
     ]
     (tmp_path / "slurm.conf").write_text("\n".join(lines) + "\n")
