@@ -299,7 +299,7 @@ def part_rss(
         if args.churn_seconds > 0:
             emit(part_label_change(kube, port, ns, names[0], 1.0))
             emit(part_churn(kube, port, names, args))
-            emit(part_restart(kube, operator, ns, names[0]))
+            emit(part_restart(kube, operator, ns, names[0], names[1]))
     finally:
         delete_namespace(kube, ns)
         for name in names:
@@ -407,15 +407,19 @@ def part_label_change(kube: Kube, port: int, ns: str, node: str, debounce: float
     }
 
 
-def part_restart(kube: Kube, operator: OperatorProcess, ns: str, node: str) -> dict[str, Any]:
+def part_restart(
+    kube: Kube, operator: OperatorProcess, ns: str, node: str, neighbour: str
+) -> dict[str, Any]:
     """(e) The operator stopped and started again (a new leader, an upgrade): from
     its start to the first label change it serves. A node's NVLink domain is
-    changed as it starts, so the new config needs its Node index filled (kopf's
-    paged list of every Node) and its first reconcile, which writes the config
-    before it reads Slurm (target: DESIGN.md's 15 s takeover)."""
+    changed as it starts, so the new config needs its Node cache filled (the
+    reflector's paged list of every Node) and its first reconcile, which writes
+    the config before it reads Slurm (target: DESIGN.md's 15 s takeover)."""
     timeout = 300.0
-    labels = node_labels(kube, node)
-    moved = "restarted" if labels.get(fleet.CLIQUE_LABEL) != "restarted" else "restarted-again"
+    # Back into its neighbour's domain if (c) left it in one of its own, else into
+    # one of its own: a move between two domains of one node renders the same files.
+    clique, home = (node_labels(kube, n).get(fleet.CLIQUE_LABEL) for n in (node, neighbour))
+    moved = home if clique != home else "restarted"
     hashes = ConfigHashes(kube, ns, "local-slurm-config")
     try:
         before = hashes.wait_for(lambda _: True, timeout)
