@@ -137,3 +137,19 @@ def test_a_failing_subscriber_does_not_stop_the_cache_or_the_others(
     feed([("listed_page", ([node("a")],)), ("listed", (frozenset("a"),))])
     assert list(caches.NODES.entries) == ["a"]
     assert len(told) == 1
+
+
+def test_a_node_that_cannot_be_converted_is_skipped_not_retried_forever(
+    told: list[tuple[str, Manifest]],
+) -> None:
+    broken = node("b")
+    broken["status"]["allocatable"] = ["not", "a", "mapping"]
+    feed(
+        [
+            ("listed_page", ([node("a"), broken],)),
+            ("listed", (frozenset("ab"),)),
+            ("event", ("MODIFIED", broken)),
+            ("event", ("ADDED", node("c"))),
+        ]
+    )
+    assert sorted(caches.NODES.entries) == ["a", "c"]

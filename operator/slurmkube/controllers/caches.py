@@ -126,16 +126,23 @@ class NodeSink:
             cached = self._converted[name] = (fingerprint, node_entry(raw))
         return cached[1]
 
-    def _change(self, event_type: str, raw: Manifest) -> _Change:
-        return event_type, slim(raw), self._entry(raw)
+    def _changes(self, events: list[tuple[str, Manifest]]) -> list[_Change]:
+        """Each event converted; one that cannot be (no Node the API server sends)
+        is logged and skipped, so it cannot stall the watch, which would retry it."""
+        changes = []
+        for event_type, raw in events:
+            try:
+                changes.append((event_type, slim(raw), self._entry(raw)))
+            except Exception:
+                log.exception("node event skipped type=%s", event_type)
+        return changes
 
     def listed_page(self, items: list[Manifest]) -> None:
         known = self._converted
-        changes = [
-            self._change("MODIFIED" if raw["metadata"]["name"] in known else "ADDED", raw)
-            for raw in items
+        events = [
+            ("MODIFIED" if raw["metadata"]["name"] in known else "ADDED", raw) for raw in items
         ]
-        self._post(changes, wait=True)
+        self._post(self._changes(events), wait=True)
 
     def listed(self, names: frozenset[str]) -> None:
         gone = [name for name in self._converted if name not in names]
@@ -149,7 +156,7 @@ class NodeSink:
             self._converted.pop(obj["metadata"]["name"], None)
             self._post([(event_type, slim(obj), None)], wait=False)
         else:
-            self._post([self._change(event_type, obj)], wait=False)
+            self._post(self._changes([(event_type, obj)]), wait=False)
 
     def _post(self, changes: list[_Change], *, wait: bool, listed: bool = False) -> None:
         done = threading.Event()
