@@ -129,7 +129,7 @@ class NodeSink:
     def _changes(self, events: list[tuple[str, Manifest]]) -> list[_Change]:
         """Each event converted; one that cannot be (no Node the API server sends)
         is logged and skipped, so it cannot stall the watch, which would retry it."""
-        changes = []
+        changes: list[_Change] = []
         for event_type, raw in events:
             try:
                 changes.append((event_type, slim(raw), self._entry(raw)))
