@@ -206,6 +206,9 @@ class InForce(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ConfigInForce:
+    """The config in force as a restarted operator reads it back from its ConfigMap
+    (controllers/early_config.config_in_force)."""
+
     slurm_version: SlurmVersion
     shape_of: Mapping[str, _Shape]
 
