@@ -10,7 +10,7 @@ node is checking (its check job's result is read from Slurm), and every
 GPU check, is no Kubernetes event. Only the leader acts.
 
 Observed: the Node cache's conditions, taints and domain label
-(`caches.fleet_nodes`), each Slurm node's drain, reason and jobs, the check
+(`caches.nodes_now`), each Slurm node's drain, reason and jobs, the check
 jobs' states; the planner's memory is the record in the SlurmCluster's
 `slurmkube.io/health` annotation, written after every pass that changed it.
 Written: the actions (`health_apply`), `status.health`, the
