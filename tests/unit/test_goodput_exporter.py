@@ -16,7 +16,11 @@ from slurmkube.controllers import policy as policy_controller
 from slurmkube.controllers.goodput_observe import kueue_gang, slurm_gang
 from slurmkube.controllers.observe import node_entry
 from slurmkube.goodput import Side
+from slurmkube.goodput.handovers import BACK, LEASE_ENDED, LENT, Handover
 from slurmkube.goodput.ledger import ENTITLEMENT_RESOLUTION_S
+from slurmkube.goodput.live import LiveNode
+from slurmkube.goodput.live_ledger import STATES
+from slurmkube.goodput.offline import recompute
 from slurmkube.goodput.stranded import StrandGang, StrandNode, stranded_by_domain
 from slurmkube.metrics import REGISTRY
 from slurmkube.slurm.models import Job, Node, NodeList
@@ -129,9 +133,15 @@ def fleet_nodes(lease: str = "") -> dict[str, Any]:
     return nodes
 
 
-def tick(now: float, *, nodes: dict[str, Any], workloads: tuple[dict[str, Any], ...] = ()) -> None:
+def tick(
+    now: float,
+    *,
+    nodes: dict[str, Any],
+    workloads: tuple[dict[str, Any], ...] = (),
+    lends: bool = True,
+) -> None:
     raw = {**cluster_docs()[0], "metadata": {"name": "c1", "namespace": "ns"}}
-    lenders = {CHECK: KEY}
+    lenders = {CHECK: KEY} if lends else {}
     exporter.export_cluster(
         object(), KEY, raw, nodes=nodes, workloads=workloads, lenders=lenders, now=now
     )  # type: ignore[arg-type]
@@ -431,3 +441,73 @@ def test_a_returned_node_is_reserved_until_slurm_has_it_up(rest: FakeRest) -> No
     assert sample("slurmkube_goodput_gpus", state="idle") == 32
     seconds = "slurmkube_goodput_gpu_seconds_total"
     assert sample(seconds, state="reserved_in_transfer") == pytest.approx(8 * 10)
+
+
+# --- a lend timed by the operator's handovers ---------------------------------------
+
+LENT_AT, ADMITTED_AT, FINISHED_AT, ENDED_AT, BACK_AT = 1003.4, 1007.0, 1030.0, 1031.6, 1036.3
+
+
+def _lend_world(t: float) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], list[Handover]]:
+    """n4 lent to w1 (one 8-GPU pod) as the operator made it, seen at time `t`: the
+    Nodes, the Workload and the handovers recorded by then; Slurm's side in `rest`."""
+    raw = workload("w1", created=1001, admitted=ADMITTED_AT, pods=1, gpus=8)
+    conditions = raw["status"]["conditions"]
+    if t < ADMITTED_AT:
+        del conditions[1:]
+    if t >= FINISHED_AT:
+        stamp = at(FINISHED_AT).strftime("%Y-%m-%dT%H:%M:%SZ")
+        conditions.append({"type": "Finished", "status": "True", "lastTransitionTime": stamp})
+    recorded = [
+        Handover(LENT_AT, "n4", LENT, "w1"),
+        Handover(ENDED_AT, "n4", LEASE_ENDED, "w1"),
+        Handover(BACK_AT, "n4", BACK, "w1"),
+    ]
+    lent = LENT_AT <= t < ENDED_AT
+    return fleet_nodes(lease="w1" if lent else ""), (raw,), [h for h in recorded if h.t <= t]
+
+
+def test_a_lends_transfers_are_timed_by_the_handovers_and_agree_with_the_offline_recompute(
+    rest: FakeRest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ticks every 3 s see a lend's label, admission, finish, lease end and undrain;
+    the exporter's GPU-seconds by state are those `slurmkube goodput` recomputes from
+    the final records and the handover Events, to the microsecond, not to the tick."""
+    job_1 = dict(submit=1000.5, nodes=("n1", "n2"), node_count=2, gpus_per_node=8)
+    for t in [1000.0 + 3 * i for i in range(21)]:
+        nodes, workloads, recorded = _lend_world(t)
+        drained = LENT_AT <= t < BACK_AT
+        rest.nodes = [slurm_node(n) for n in ("n1", "n2", "n3")]
+        rest.nodes.append(slurm_node("n4", "DOWN", "DRAIN") if drained else slurm_node("n4"))
+        state = "RUNNING" if t < 1050 else "COMPLETED"
+        rest.jobs = [job(1, state, start=1001, end_time=at(1050) if t >= 1050 else None, **job_1)]
+        monkeypatch.setattr(exporter.handovers, "LAST", {h.node: h for h in recorded})
+        tick(t, nodes=nodes, workloads=workloads)
+    seconds = "slurmkube_goodput_gpu_seconds_total"
+    live = {s: sample(seconds, state=s) or 0.0 for s in STATES.values()}
+    assert live["reserved_in_transfer"] == pytest.approx(
+        8 * ((ADMITTED_AT - LENT_AT) + (BACK_AT - FINISHED_AT))
+    )
+    _, workloads, recorded = _lend_world(1060.0)
+    final = [slurm_gang(j, 1060.0) for j in rest.jobs]
+    final.append(kueue_gang(workloads[0], CHECK, "ml", [("n4", 8)], now=1060.0))  # type: ignore[arg-type]
+    fleet = [LiveNode(n, 8, transferable=True) for n in ("n1", "n2", "n3", "n4")]
+    offline = recompute(fleet, final, (1000.0, 1060.0), handovers=recorded)
+    assert offline.gpu_seconds == pytest.approx(live)
+
+
+def test_lending_switched_on_makes_the_nodes_transferable(rest: FakeRest) -> None:
+    """A Workload waiting under a check that lends from the cluster can use its empty
+    Slurm nodes, so they are fragmentation, not idle, from the tick that sees the
+    check (the ledger knows a node's transferability from when it joined)."""
+    rest.nodes = [slurm_node(n) for n in ("n1", "n2", "n3", "n4")]
+    waiting = workload("w1", created=1005, admitted=1005, pods=1, gpus=8)
+    waiting["status"]["conditions"] = waiting["status"]["conditions"][:1]  # quota only
+    tick(1000.0, nodes=fleet_nodes(), workloads=(waiting,), lends=False)
+    tick(1010.0, nodes=fleet_nodes(), workloads=(waiting,), lends=False)
+    seconds = "slurmkube_goodput_gpu_seconds_total"
+    assert sample(seconds, state="idle") == pytest.approx(32 * 10)
+    tick(1020.0, nodes=fleet_nodes(), workloads=(waiting,))
+    tick(1030.0, nodes=fleet_nodes(), workloads=(waiting,))
+    assert sample(seconds, state="idle") == pytest.approx(32 * 10)
+    assert sample(seconds, state="fragmentation") == pytest.approx(32 * 20)

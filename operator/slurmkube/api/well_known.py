@@ -23,6 +23,10 @@ LABEL_SPINE: Final = "topology.slurmkube.io/spine"
 
 # Set by the Kueue bridge on nodes lent to a workload.
 LABEL_LEASE: Final = f"{GROUP}/lease"
+# On the Events that record a node's handover (controllers/handovers.py): the node
+# and its lease.
+ANNOTATION_NODE: Final = f"{GROUP}/node"
+ANNOTATION_LEASE: Final = f"{GROUP}/lease"
 # Kueue AdmissionCheck controllerName of the bridge, and its parameters kind.
 CHECK_CONTROLLER: Final = f"{GROUP}/slurm-reservation"
 CHECK_PARAMETERS_KIND: Final = "SlurmReservationCheck"

@@ -19,6 +19,7 @@ from slurmkube.build.auth import auth_secret, restapi_tls_secret
 from slurmkube.build.names import deployment_context, names_of
 from slurmkube.build.slurmd import busy_label_patch
 from slurmkube.build.slurmrestd import CA_CERT, tls_revision, with_tls_revision
+from slurmkube.controllers import handovers
 from slurmkube.controllers.certificates import first_certificate, issue_server_certificate
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.controllers.observe import Snapshot
@@ -171,6 +172,7 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         assert snap.observed.slurm_nodes is not None
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
             if node not in plan.drain and node not in plan.rolling and resume_if_ours(slurm, node):
+                handovers.back(kube, cluster_obj, node)
                 reached(Step.SLURMD_UNDRAINED)
         apply_scaling(kube, snap, plan)
         user = deployment_context(snap.observed.bundle.cluster).slurm_user

@@ -25,7 +25,7 @@ import kopf
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster, from_object
-from slurmkube.controllers import caches, lending, policy
+from slurmkube.controllers import caches, handovers, lending, policy
 from slurmkube.controllers.goodput_observe import JOB_STATES, FleetInputs, snapshot
 from slurmkube.controllers.memory import State, leading
 from slurmkube.controllers.observe import NodeEntry
@@ -51,6 +51,7 @@ class _Fleet:
 
     translator: LiveTranslator
     ledger: LiveLedger
+    lends: bool  # a bridge check lends from the cluster: its nodes are transferable
     published: dict[str, float] = field(default_factory=dict)
 
 
@@ -169,11 +170,15 @@ def export_cluster(
         checks=frozenset(name for name, lender in lenders.items() if lender == key),
         domain_label=cluster.spec.topology.nvlink_domain_label,
         namespace_teams=teams.namespaces,
+        handovers=dict(handovers.LAST),
     )
     fleet = EXPORTER.fleets.get(key)
-    if fleet is None:
-        ledger = LiveLedger(now, half_life_s=teams.half_life_s)
-        fleet = EXPORTER.fleets[key] = _Fleet(LiveTranslator(now), ledger)
+    if fleet is None or fleet.lends != bool(inputs.checks):
+        # The ledger knows a node's transferability from when it joined: lending
+        # switched on or off, counting starts afresh (the counters keep growing).
+        start = now if fleet is None else fleet.ledger.now
+        ledger = LiveLedger(start, half_life_s=teams.half_life_s)
+        fleet = EXPORTER.fleets[key] = _Fleet(LiveTranslator(start), ledger, bool(inputs.checks))
     observed = snapshot(inputs, fleet.translator.lending_view, now)
     for gang in observed.gangs:
         # With a policy its teams' weights; without, every team seen weighs the same.

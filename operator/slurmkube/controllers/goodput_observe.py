@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import NodeEntry
 from slurmkube.goodput import Health, Side
+from slurmkube.goodput.handovers import Handover, LeaseTimes, transfer_times
 from slurmkube.goodput.live import LiveGang, LiveNode, LiveSnapshot
+from slurmkube.goodput.offline import KUEUE_KEY
 from slurmkube.kube.client import Manifest
 from slurmkube.lending import our_check, workload_view
 from slurmkube.slurm.models import Job, Node
@@ -58,6 +60,7 @@ class FleetInputs:
     checks: frozenset[str]  # the bridge's AdmissionChecks lending from this cluster
     domain_label: str
     namespace_teams: Mapping[str, str]  # the allocation policy's namespaces -> team
+    handovers: Mapping[str, Handover] = field(default_factory=dict)  # each node's last
 
 
 def _epoch(at: dt.datetime | None) -> float | None:
@@ -120,7 +123,7 @@ def kueue_gang(
     started = (conditions["Admitted"] or now) if admitted else None
     ended = (conditions["Finished"] or now) if view.finished else None
     return LiveGang(
-        key=f"kueue/{view.uid}",
+        key=f"{KUEUE_KEY}{view.uid}",
         team=team,
         side=Side.KUBERNETES,
         members=members,
@@ -156,6 +159,7 @@ def snapshot(inputs: FleetInputs, lending_view: LendingView, now: float) -> Live
         if uid and entry.fleet is not None:
             leases.setdefault(uid, []).append((name, entry.fleet.gpus))
     admitted = set()
+    times: dict[str, LeaseTimes] = {}
     for raw in inputs.workloads:
         check = our_check(raw, inputs.checks)
         if check is None:
@@ -166,15 +170,18 @@ def snapshot(inputs: FleetInputs, lending_view: LendingView, now: float) -> Live
         gang = kueue_gang(raw, check, team, leases.get(uid, ()), now)
         if gang is not None:
             gangs.append(gang)
+            times[uid] = LeaseTimes(gang.started, gang.ended)
             if gang.started is not None and gang.ended is None:
                 admitted.add(uid)
-    return LiveSnapshot(
-        now, tuple(_nodes(inputs, lending_view, admitted, bool(inputs.checks))), tuple(gangs)
-    )
+    nodes = _nodes(inputs, lending_view, admitted, times)
+    return LiveSnapshot(now, tuple(nodes), tuple(gangs))
 
 
 def _nodes(
-    inputs: FleetInputs, lending_view: LendingView, admitted: set[str], lends: bool
+    inputs: FleetInputs,
+    lending_view: LendingView,
+    admitted: set[str],
+    leases: Mapping[str, LeaseTimes],
 ) -> Iterable[LiveNode]:
     for node in inputs.slurm_nodes:
         entry = inputs.nodes.get(node.name)
@@ -190,6 +197,9 @@ def _nodes(
             slurm=slurm_health(node),
             ready=fleet.ready if fleet is not None else True,
         )
+        last = inputs.handovers.get(node.name)
+        lease_times = leases.get(lease or (last.lease if last is not None else ""), LeaseTimes())
+        moved_at, settled_at = transfer_times(last, owner, moving, lease_times)
         yield LiveNode(
             node.name,
             node.gpus or (fleet.gpus if fleet is not None else 0),
@@ -197,5 +207,7 @@ def _nodes(
             owner,
             moving,
             domain=str(labels.get(inputs.domain_label, "")),
-            transferable=lends,
+            transferable=bool(inputs.checks),
+            moved_at=moved_at,
+            settled_at=settled_at,
         )

@@ -16,6 +16,7 @@ from slurmkube import metrics
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import SlurmCluster
 from slurmkube.build.names import deployment_context
+from slurmkube.controllers import handovers
 from slurmkube.controllers.failpoints import Step, reached
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.lending import (
@@ -55,6 +56,7 @@ def apply_lending(
     for release in plan.releases:
         for node in release.unlabel:
             kube.set_node_label(node, wk.LABEL_LEASE, None)
+            handovers.lease_ended(kube, cluster.obj, node)
             reached(Step.LEASE_UNLABELLED)
             relabelled = True
         if release.delete_reservation and cluster.rest is not None:
@@ -134,6 +136,7 @@ def apply_lending(
             check = replace(check, message=f"{check.message}; {failed}")
         for node in lend.label:
             kube.set_node_label(node, wk.LABEL_LEASE, lend.uid)
+            handovers.lent(kube, cluster.obj, node, lend.uid)
             reached(Step.LEASE_LABELLED)
             relabelled = True
         if check is not None:

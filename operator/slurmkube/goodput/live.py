@@ -12,8 +12,9 @@ simulator feed the same `GoodputLedger`:
   show it, and a gang ended and still listed (Slurm keeps finished jobs for
   MinJobAge) is not submitted again;
 - a time Slurm or Kueue reports (submit, start, end, a condition's transition)
-  is the event's time; a change only a state shows (a node's health or owner,
-  a gang gone from the list, a requeue) takes the snapshot's time;
+  or the operator recorded (a node's transfer, `goodput.handovers`) is the
+  event's time; a change only a state shows (a node's health, a gang gone from
+  the list, a requeue) takes the snapshot's time;
 - never back in time: the translator has told the ledger everything up to the
   last snapshot's time, so a later report of an older change (a lagging list,
   a timestamp rounded down to the second) is given at that time; the nodes of
@@ -76,6 +77,10 @@ class LiveNode:
     domain: str = ""  # NVLink domain ("": none known)
     pool: str = "fleet"
     transferable: bool = False
+    # When its transfer began and ended, if the operator saw it (`goodput.handovers`);
+    # otherwise the snapshot's time.
+    moved_at: float | None = None
+    settled_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,12 +220,14 @@ class LiveTranslator:
                 known = _Node(node.gpus, node.owner, node.pool, node.transferable)
             if node.health is not known.health:
                 emit(NodeHealthChanged(now, node.name, node.health))
+            began = now if node.moved_at is None else node.moved_at
+            ended = now if node.settled_at is None else node.settled_at
             if node.moving_to is not None and node.moving_to is not known.moving_to:
-                emit(NodeTransferBegan(now, node.name, node.moving_to))
+                emit(NodeTransferBegan(began, node.name, node.moving_to))
             elif node.moving_to is None and (known.moving_to or node.owner is not known.owner):
                 if known.moving_to is None:
-                    emit(NodeTransferBegan(now, node.name, node.owner))
-                emit(NodeTransferEnded(now, node.name, node.owner))
+                    emit(NodeTransferBegan(min(began, ended), node.name, node.owner))
+                emit(NodeTransferEnded(ended, node.name, node.owner))
             self._domains[node.name] = node.domain
         for name in sorted(set(self._nodes) - seen):
             emit(NodeRemoved(now, name))

@@ -1,23 +1,29 @@
 """Goodput after the fact: one window recomputed in one pass from the final records
 of its nodes and gangs (Slurm's job list with each job's submit, start and end
-times), through the ledger the live exporter and the simulator feed.
+times; the lending Workloads with their admitted and finished times) and of the
+nodes lent (`goodput.handovers`), through the ledger the live exporter and the
+simulator feed.
 
 The live exporter learns the same history tick by tick (`goodput/live.py`);
-recomputing it here from what Slurm kept is how its figures are checked
-(`slurmkube goodput`, the live-vs-offline e2e). Nodes are taken as healthy and
-present the whole window: Slurm's job records carry no node history.
+recomputing it here from what Slurm, Kueue and the operator's Events kept is how
+its figures are checked (`slurmkube goodput`, the live-vs-offline e2e). Nodes are
+taken as healthy and present the whole window: Slurm's job records carry no node
+history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmkube.goodput.events import Event, JobEnded, JobStarted, JobSubmitted, NodeAdded
+from slurmkube.goodput.handovers import Handover, LeaseTimes, handover_events
 from slurmkube.goodput.ledger import GoodputLedger
 from slurmkube.goodput.live import EVENT_ORDER, LiveGang, LiveNode
 from slurmkube.goodput.live_ledger import STATES
 from slurmkube.goodput.report import GoodputReport
+
+KUEUE_KEY = "kueue/"  # a Workload's gang key is this and its uid
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,16 +33,21 @@ class OfflineGoodput:
 
 
 def window_events(
-    nodes: Iterable[LiveNode], gangs: Iterable[LiveGang], window: tuple[float, float]
+    nodes: Iterable[LiveNode],
+    gangs: Iterable[LiveGang],
+    window: tuple[float, float],
+    transfers: Iterable[Event] = (),
 ) -> list[Event]:
-    """The ledger's events of every gang submitted by the window's end, in time order;
-    the nodes join before the first of them and before the window."""
+    """The ledger's events of every gang submitted and every transfer made by the
+    window's end, in time order; the nodes join before all of them and the window."""
     start, end = window
     kept = sorted((g for g in gangs if g.submitted <= end), key=lambda g: g.key)
-    first = min([start, *(g.submitted for g in kept)])
+    moved = [e for e in transfers if e.t <= end]
+    first = min([start, *(g.submitted for g in kept), *(e.t for e in moved)])
     events: list[Event] = [
         NodeAdded(first, n.name, n.gpus, n.owner, n.pool, n.transferable) for n in nodes
     ]
+    events += moved
     for g in kept:
         events.append(
             JobSubmitted(g.submitted, g.key, g.team, g.side, g.members, g.gpus_per_member, g.pool)
@@ -56,15 +67,23 @@ def recompute(
     gangs: Iterable[LiveGang],
     window: tuple[float, float],
     entitlements: Mapping[str, float] | None = None,
+    handovers: Sequence[Handover] = (),
 ) -> OfflineGoodput:
     """The window's report; without entitlements every team weighs the same (as the
-    exporter weighs teams when no allocation policy names the cluster)."""
+    exporter weighs teams when no allocation policy names the cluster). Handovers
+    (lent nodes) pair with the gangs of their Workloads (`kueue/<uid>`)."""
     gangs = tuple(gangs)
     if window[1] < window[0]:
         raise ValueError(f"window ends before it starts: {window}")
     weights = entitlements if entitlements is not None else {g.team: 1.0 for g in gangs}
+    leases = {
+        g.key.removeprefix(KUEUE_KEY): LeaseTimes(g.started, g.ended)
+        for g in gangs
+        if g.key.startswith(KUEUE_KEY)
+    }
+    transfers = handover_events(handovers, leases)
     ledger = GoodputLedger(window, weights)
-    ledger.observe_all(window_events(nodes, gangs, window))
+    ledger.observe_all(window_events(nodes, gangs, window, transfers))
     ledger.advance_to(window[1])  # every event kept is at or before the window's end
     report = ledger.report()
     share = report.waste

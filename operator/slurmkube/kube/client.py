@@ -10,7 +10,8 @@ import base64
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
@@ -221,14 +222,34 @@ class Kube:
         data = (secret.data or {}).get(key)
         return base64.b64decode(data) if data else None
 
-    def event(self, involved: Manifest, reason: str, message: str, warning: bool = False) -> None:
-        """A core/v1 Event on an object (what `kubectl describe` shows)."""
+    def event(
+        self,
+        involved: Manifest,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        *,
+        record: EventRecord | None = None,
+    ) -> None:
+        """A core/v1 Event on an object (what `kubectl describe` shows); with a record,
+        also its time to the microsecond and annotations, for readers after the fact."""
         meta = involved["metadata"]
         now = dt.datetime.now(dt.UTC)
+        extra: dict[str, Any] = {}
+        if record is not None:
+            at = dt.datetime.fromtimestamp(record.at, dt.UTC)
+            # MicroTime wants exactly six digits (the client's isoformat drops zeros).
+            extra = {
+                "event_time": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "action": record.action,
+                "reporting_component": wk.FIELD_MANAGER,
+                "reporting_instance": record.instance[:128],
+            }
         body = k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(
                 generate_name=f"{meta['name']}.",
                 namespace=wk.namespace_or_default(meta.get("namespace")),
+                annotations=dict(record.annotations) if record is not None else None,
             ),
             involved_object=k8s.V1ObjectReference(
                 api_version=involved.get("apiVersion"),
@@ -244,9 +265,20 @@ class Kube:
             first_timestamp=now,
             last_timestamp=now,
             count=1,
+            **extra,
         )
         with contextlib.suppress(k8s.ApiException):
             self.core.create_namespaced_event(wk.namespace_or_default(meta.get("namespace")), body)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """What makes an Event a record: its exact time, what was done, by which replica."""
+
+    at: float
+    action: str
+    instance: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def owner_reference(owner: Manifest) -> Manifest:

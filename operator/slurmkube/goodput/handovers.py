@@ -1,0 +1,99 @@
+"""Nodes changing hands between Slurm and Kubernetes, as the operator made them.
+
+Three moments, each recorded by the operator as an Event on the Node with its
+time to the microsecond: the bridge set the node's lease label (`LENT`, to a
+Workload), removed it (`LEASE_ENDED`), and the cluster reconcile undrained the
+node once its slurmd was back (`BACK`). With the Workload's own times (admitted,
+finished) they give a lend's transfers (docs/goodput.md, "Waste"):
+
+    LENT ........ admitted ......... finished ....... LEASE_ENDED ....... BACK
+    on its way to Kubernetes | Kubernetes' | on its way (idle) ... back to Slurm | Slurm's
+
+The live exporter times a node's transfer by these moments rather than by its
+tick (`transfer_times`); `slurmkube goodput` recomputes them from the Events
+(`handover_events`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from slurmkube.goodput.events import Event, NodeTransferBegan, NodeTransferEnded, Side
+
+LENT = "Lent"
+LEASE_ENDED = "LeaseEnded"
+BACK = "BackInSlurm"
+KINDS = (LENT, LEASE_ENDED, BACK)
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    t: float
+    node: str
+    kind: str  # one of KINDS
+    lease: str = ""  # the Workload's uid (LENT)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimes:
+    """A lending Workload's own times: when it was admitted and when it finished."""
+
+    admitted: float | None = None
+    finished: float | None = None
+
+
+def transfer_times(
+    last: Handover | None, owner: Side, moving_to: Side | None, lease: LeaseTimes
+) -> tuple[float | None, float | None]:
+    """(began, ended) of the transfer a node in this state is in or came out of, when
+    the operator saw it happen; None where only the exporter's tick can tell."""
+    began = ended = None
+    if moving_to is Side.KUBERNETES:
+        began = lease.finished if lease.finished is not None else _at(last, LENT)
+    elif owner is Side.KUBERNETES:
+        began, ended = _at(last, LENT), lease.admitted
+        if began is not None and ended is not None:
+            ended = max(began, ended)  # a node added to a lease already admitted
+    elif moving_to is Side.SLURM:
+        began = _at(last, LEASE_ENDED)
+    elif last is not None and last.kind == BACK:
+        ended = last.t
+    return began, ended
+
+
+def _at(last: Handover | None, kind: str) -> float | None:
+    return last.t if last is not None and last.kind == kind else None
+
+
+def lent_nodes(handovers: Iterable[Handover]) -> dict[str, list[str]]:
+    """Each lease's nodes, in name order."""
+    out: defaultdict[str, set[str]] = defaultdict(set)
+    for h in handovers:
+        if h.kind == LENT:
+            out[h.lease].add(h.node)
+    return {lease: sorted(nodes) for lease, nodes in out.items()}
+
+
+def handover_events(handovers: Sequence[Handover], leases: Mapping[str, LeaseTimes]) -> list[Event]:
+    """The ledger's transfer events of the recorded handovers (unsorted): a node lent is
+    on its way to Kubernetes until its Workload is admitted, Kubernetes' until it
+    finishes, on its way again (lent, idle) until the lease ends, and on its way back
+    until Slurm has it again."""
+    out: list[Event] = []
+    for h in handovers:
+        if h.kind == LENT:
+            out.append(NodeTransferBegan(h.t, h.node, Side.KUBERNETES))
+            lease = leases.get(h.lease, LeaseTimes())
+            if lease.admitted is not None:
+                admitted = max(lease.admitted, h.t)
+                out.append(NodeTransferEnded(admitted, h.node, Side.KUBERNETES))
+                if lease.finished is not None:
+                    finished = max(lease.finished, admitted)
+                    out.append(NodeTransferBegan(finished, h.node, Side.KUBERNETES))
+        elif h.kind == LEASE_ENDED:
+            out.append(NodeTransferBegan(h.t, h.node, Side.SLURM))
+        elif h.kind == BACK:
+            out.append(NodeTransferEnded(h.t, h.node, Side.SLURM))
+    return out
