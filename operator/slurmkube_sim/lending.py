@@ -25,7 +25,7 @@ from slurmkube.lending.sharing import (
 )
 from slurmkube.placement import BlockPolicy, GangRequest, Node, NodeState, place
 from slurmkube_sim.pods import PodSide
-from slurmkube_sim.state import BUSY, DRAINING, HANDOVER, IDLE, KUBE, LENDING
+from slurmkube_sim.state import BUSY, DRAINING, HANDOVER, IDLE, KUBE, LENDING, WINDOW_START
 from slurmkube_sim.workload import SimJob
 
 # Headroom is topped up in rounds, as the bridge would (not on every pod event).
@@ -146,7 +146,7 @@ class LendingSide(PodSide):
     def _learn(self, job: SimJob) -> None:
         """Arrivals feed each side's rate (jobs running when the window opens do not)."""
         sharing = self.sharing
-        if sharing is None or sharing.lending is None or job.submit < 0:
+        if sharing is None or sharing.lending is None or job.submit < WINDOW_START:
             return
         half_life = sharing.lending.rate_half_life_s
         if job.side is Side.SLURM:

@@ -28,6 +28,8 @@ IDLE, BUSY, DRAINING, LENDING, KUBE, RESUMING, DOWN = range(7)
 # Event kinds (heap entries are (time, seq, kind, subject, epoch)).
 SLURM_END, SLURM_BOOTED, POD_END, HANDOVER, FAIL, REPAIR, TICK, SIGNAL, CLEAR, RETURN = range(10)
 BF_INTERVAL_S = 30.0
+# The metrics cover [WINDOW_START, horizon); jobs submitted before it are already running.
+WINDOW_START = 0.0
 IDEAL_POOL = "ideal-pool"
 BF_MAX_JOB_TEST = 500
 
@@ -181,7 +183,7 @@ class RunState:
         self.planned: set[int] = set()
         self.straddles = self.extra_spans = self.lends = 0
         self.lend_ms: list[float] = []
-        self.ledger = GoodputLedger((0.0, horizon), teams)
+        self.ledger = GoodputLedger((WINDOW_START, horizon), teams)
         self._init_nodes()
         self.snapshot_dirty: set[int] = set()
         # The placer's view of the fleet (sharing only), built by the lending layer.
