@@ -25,10 +25,12 @@ What is modelled, and from where:
 - Sharing (slurmkube): a pod that fits no Kubernetes node gets an idle
   Slurm node lent by the bridge, when and where
   `slurmkube.lending.sharing` says (`lending.py`); it arrives after the
-  drain and pod-start delays; nodes that Slurm's EASY plan holds for the
-  queue head are not lent. Empty Kubernetes nodes return to Slurm when Slurm
-  allocates them (slurmd start delay); its main pass does so only when its
-  idle nodes cannot hold the job in as few blocks (backfill sees both).
+  drain and pod-start delays (nodes lent before the window opens, for the
+  pods already running then, are handed over at once); nodes that Slurm's
+  EASY plan holds for the queue head are not lent. Empty Kubernetes nodes
+  return to Slurm when Slurm allocates them (slurmd start delay); its main
+  pass does so only when its idle nodes cannot hold the job in as few
+  blocks (backfill sees both).
   With `Sharing(lending=None)`, the earlier policy: the node
   `slurmkube.placement.place` finds on a live snapshot, busy ones
   (`WaitForIdle`) handed over when their job ends.

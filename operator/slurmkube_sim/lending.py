@@ -230,13 +230,23 @@ class LendingSide(PodSide):
         if self.state[n] == IDLE:
             self._make_unavailable(n)
             self.state[n] = LENDING
-            delay = self.sharing.drain_s + self.sharing.pod_start_s
-            self._push(self.now + delay, HANDOVER, n, 0)
+            self._push(self.now + self._lend_delay(), HANDOVER, n, 0)
         else:  # busy: reserved now, handed over when its job ends (WaitForIdle)
             self.state[n] = DRAINING
             self.releases[self.job_on[n]][self.block[n]] -= 1
         self.spare[n] = self.g
         self.planned.discard(n)
+
+    def _lend_delay(self) -> float:
+        """Drain and pod start of an idle node lent now; none before the window opens.
+
+        The pods running when it opens stand for a fleet that has been sharing for a
+        while: their nodes were lent long before, not at the warm-up instant.
+        """
+        assert self.sharing is not None
+        if self.now < WINDOW_START:
+            return 0.0
+        return self.sharing.drain_s + self.sharing.pod_start_s
 
     def _placement_node(self, n: int) -> Node:
         s = self.state[n]

@@ -154,6 +154,29 @@ def test_sharing_lends_idle_slurm_nodes_after_the_delays() -> None:
     assert out.report.waste.reserved_unused > 0
 
 
+@pytest.mark.parametrize(
+    "sharing",
+    [Sharing(max_lent_share=1.0), Sharing(max_lent_share=1.0, lending=None)],
+    ids=["policy", "placement"],
+)
+def test_pods_running_at_the_start_hold_lent_nodes_and_later_lends_pay_the_delays(
+    sharing: Sharing,
+) -> None:
+    # Ten whole-node pods already running when the window opens (submitted at -1 s, as
+    # the steady start's are) and one submitted inside it, all on nodes lent from Slurm.
+    jobs = [pod(f"resident-{i}", -1.0, 8, 5000) for i in range(10)] + [pod("p", 100, 8, 200)]
+    out = simulate(
+        TWO_BLOCKS, jobs, sharing, teams=TEAMS, horizon=1000, seed=1, failures=NO_FAILURES
+    )
+    capacity = TWO_BLOCKS.gpus * 1000.0
+    assert out.lends == 11
+    # The resident pods hold their GPUs from the window's first second.
+    assert out.report.occupancy == pytest.approx((10 * 8 * 1000 + 8 * 200) / capacity)
+    # Only the lend made inside the window pays drain and pod start (60 s + 30 s).
+    assert out.report.waits_by_bucket["8-63"] == (90.0,)
+    assert out.report.waste.reserved_unused == pytest.approx(8 * 90 / capacity)
+
+
 def test_sharing_waits_for_busy_nodes_when_allowed() -> None:
     sharing = Sharing(drain_s=10, pod_start_s=10, max_lent_share=1.0)
     jobs = [gang("all", 0, 32, 500), pod("p", 1, 8, 100)]
