@@ -26,10 +26,27 @@ import yaml
 from slurmkube.goodput.ledger import ENTITLEMENT_RESOLUTION_S
 from slurmkube_e2e.demo_goodput import http_get
 from slurmkube_e2e.kube import Kube
+from slurmkube_e2e.lending import (
+    GPUS_PER_NODE,
+    KUEUE,
+    LEASE,
+    gpu_job,
+    lending_cluster,
+    slurm_states,
+)
 from slurmkube_e2e.namespaces import delete_namespace
 from slurmkube_e2e.operator import OperatorProcess, host_operator_env
-from slurmkube_e2e.operator_cluster import deployed_only, docs, in_ctld, ready_cluster, wait_job
+from slurmkube_e2e.operator_cluster import (
+    API,
+    deployed_only,
+    docs,
+    in_ctld,
+    ready_cluster,
+    slurm_node,
+    wait_job,
+)
 from slurmkube_e2e.operator_identity import operator_kubeconfig
+from slurmkube_e2e.waiting import has_condition, wait_for
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,6 +224,7 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
 # --- live vs offline ------------------------------------------------------------------
 
 GOODPUT_SEED = int(os.environ.get("SLURMKUBE_GOODPUT_SEED", "7"))
+LENDERS = sorted(slurm_node(i) for i in range(4))  # one NVLink block (lending_cluster)
 STATES = ("allocated", "idle", "fragmentation", "reserved_in_transfer", "drained_down")
 
 
@@ -228,8 +246,9 @@ def _exporter_reading(port: int, namespace: str) -> dict[str, float]:
                     out["at"] = s.value
                 elif s.name.startswith("slurmkube_goodput_time_to_start_seconds_"):
                     kind = s.name.rsplit("_", 1)[1]
-                    if kind in ("count", "sum") and s.labels.get("scheduler") == "slurm":
-                        out[f"tts.{s.labels['gang_size']}.{kind}"] = s.value
+                    if kind in ("count", "sum"):  # both schedulers': the recompute pools them
+                        key = f"tts.{s.labels['gang_size']}.{kind}"
+                        out[key] = out.get(key, 0.0) + s.value
         return out
 
     first = read()
@@ -285,27 +304,123 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
         (tmp_path / "nodes.json").write_text(
             in_ctld(namespace, "scontrol", "show", "node", "--json")
         )
-        recomputed = subprocess.run(
-            [sys.executable, "-m", "slurmkube.cli", "goodput",
-             "--jobs", str(tmp_path / "jobs.json"), "--nodes", str(tmp_path / "nodes.json"),
-             "--from", str(before["at"]), "--to", str(after["at"])],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        offline = json.loads(recomputed.stdout)
-        live = {state: after[state] - before[state] for state in STATES}
-        second = 16.0  # one second of the four deployed 4-GPU nodes
-        figures = {"live": live, "offline": offline["gpu_seconds"]}
-        print(json.dumps({"seed": GOODPUT_SEED, "jobs": len(jobs), **figures}, sort_keys=True))
-        for state in STATES:
-            assert live[state] == pytest.approx(
-                offline["gpu_seconds"][state], rel=0.02, abs=second
-            ), state
-        healthy = sum(live[s] for s in STATES if s != "drained_down")
-        assert live["allocated"] / healthy == pytest.approx(offline["occupancy"], rel=0.02)
-        for bucket, waits in offline["waits_s"].items():
-            count = after.get(f"tts.{bucket}.count", 0) - before.get(f"tts.{bucket}.count", 0)
-            total = after.get(f"tts.{bucket}.sum", 0) - before.get(f"tts.{bucket}.sum", 0)
-            assert count == len(waits), bucket
-            assert total == pytest.approx(sum(waits), rel=0.02, abs=len(waits)), bucket
+        _assert_live_equals_offline(tmp_path, before, after, {"jobs": len(jobs)})
     finally:
         delete_namespace(kube, namespace)
+
+
+def _assert_live_equals_offline(
+    records: Path, before: dict[str, float], after: dict[str, float], mix: dict[str, int]
+) -> None:
+    """The exporter's counters between two readings against `slurmkube goodput` over
+    the same window from the records in `records`: every GPU-second state and the
+    occupancy within 2% (or one second of the fleet's GPUs: Slurm and Kueue report
+    whole seconds), per gang-size bucket the same starts and summed waits."""
+    argv = ["--from", str(before["at"]), "--to", str(after["at"])]
+    for name in ("jobs", "nodes", "workloads", "events"):
+        if (records / f"{name}.json").exists():
+            argv += [f"--{name}", str(records / f"{name}.json")]
+    if (records / "check").exists():
+        argv += ["--check", (records / "check").read_text()]
+    recomputed = subprocess.run(
+        [sys.executable, "-m", "slurmkube.cli", "goodput", *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    offline = json.loads(recomputed.stdout)
+    live = {state: after[state] - before[state] for state in STATES}
+    second = 16.0  # one second of four 4-GPU nodes
+    figures = {"live": live, "offline": offline["gpu_seconds"], "waits": offline["waits_s"]}
+    print(json.dumps({"seed": GOODPUT_SEED, **mix, **figures}, sort_keys=True))
+    for state in STATES:
+        assert live[state] == pytest.approx(offline["gpu_seconds"][state], rel=0.02, abs=second), (
+            state
+        )
+    healthy = sum(live[s] for s in STATES if s != "drained_down")
+    assert live["allocated"] / healthy == pytest.approx(offline["occupancy"], rel=0.02)
+    for bucket, waits in offline["waits_s"].items():
+        count = after.get(f"tts.{bucket}.count", 0) - before.get(f"tts.{bucket}.count", 0)
+        total = after.get(f"tts.{bucket}.sum", 0) - before.get(f"tts.{bucket}.sum", 0)
+        assert count == len(waits), bucket
+        assert total == pytest.approx(sum(waits), rel=0.02, abs=len(waits)), bucket
+
+
+def _lending_mix(seed: int) -> list[tuple[str, int, int, int, float]]:
+    """(scheduler, members, GPUs per member, seconds, pause before submitting): five
+    Slurm jobs and three Kueue jobs of whole 4-GPU pods, in a seeded order, so Slurm's
+    queue and the workloads contend for the block's four nodes."""
+    rng = random.Random(seed)
+    kinds = ["slurm"] * 5 + ["kueue"] * 3
+    rng.shuffle(kinds)
+    return [
+        (
+            kind,
+            rng.randint(1, 2),
+            GPUS_PER_NODE if kind == "kueue" else rng.choice([2, 4]),
+            rng.randint(20, 40),
+            rng.choice([0, 0, 3, 8]),
+        )
+        for kind in kinds
+    ]
+
+
+@pytest.mark.extended
+def test_live_figures_equal_the_offline_recompute_with_kueue_borrowing_slurm_nodes(
+    kube: Kube, exporter: int, tmp_path: Path
+) -> None:
+    """A seeded mix of Slurm jobs and Kueue workloads on one NVLink block, the bridge
+    lending nodes (Kubernetes entitled to two): the exporter's counters over the
+    window equal `slurmkube goodput` recomputed from Slurm's job and node lists, the
+    Workloads and the operator's handover Events, within 2%."""
+    with lending_cluster(kube, "e2e-goodlend") as bridge:
+        ns = bridge.namespace
+        kube.patch(API, "SlurmReservationCheck", bridge.check, {"spec": {"entitledNodes": 2}})
+        lending_on = time.time()
+        # The first tick that sees the check restarts the cluster's ledger with its
+        # nodes transferable; the window opens after it.
+        wait_until(
+            "a tick with lending on",
+            lambda: _exporter_reading(exporter, ns).get("at", 0) > lending_on,
+        )
+        before = _exporter_reading(exporter, ns)
+        jobs, workloads = [], []
+        for i, (kind, members, gpus, seconds, pause) in enumerate(_lending_mix(GOODPUT_SEED)):
+            time.sleep(pause)
+            if kind == "kueue":
+                workloads.append(f"mix-{i}")
+                kube.create(gpu_job(f"mix-{i}", pods=members, seconds=seconds), namespace=ns)
+                continue
+            argv = (f"-N{members}", f"--gres=gpu:{gpus}", "-t", "1", "--wrap")
+            jobs.append(in_ctld(ns, "sbatch", "--parsable", *argv, f"sleep {seconds}").strip())
+        for job in jobs:
+            wait_job(ns, job, {"COMPLETED"}, timeout=600)
+        for name in workloads:
+            wait_for(kube, "batch/v1", "Job", name, lambda j: has_condition(j, "Complete"),
+                     namespace=ns, timeout=600)  # fmt: skip
+        # Every lent node back in Slurm: the window closes with no transfer open.
+        wait_until(
+            "every lent node back in Slurm",
+            lambda: (
+                not kube.list("v1", "Node", label_selector=LEASE)
+                and set(slurm_states(ns, LENDERS).values()) == {"idle"}
+            ),
+            timeout=180,
+        )
+        ended = time.time()
+        wait_until(
+            "a tick after the last node came back",
+            lambda: _exporter_reading(exporter, ns)["at"] > ended + 1,
+        )
+        after = _exporter_reading(exporter, ns)
+        (tmp_path / "jobs.json").write_text(in_ctld(ns, "scontrol", "show", "job", "--json"))
+        (tmp_path / "nodes.json").write_text(in_ctld(ns, "scontrol", "show", "node", "--json"))
+        for name, kind_api in (("workloads", (KUEUE, "Workload")), ("events", ("v1", "Event"))):
+            items = kube.list(*kind_api, namespace=ns)
+            (tmp_path / f"{name}.json").write_text(json.dumps({"items": items}))
+        (tmp_path / "check").write_text(bridge.check)
+        lent = [e for e in kube.list("v1", "Event", namespace=ns) if e.get("reason") == "Lent"]
+        assert lent, "the mix borrowed no Slurm node"
+        _assert_live_equals_offline(
+            tmp_path, before, after, {"jobs": len(jobs), "workloads": len(workloads)}
+        )

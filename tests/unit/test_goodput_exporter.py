@@ -445,7 +445,9 @@ def test_a_returned_node_is_reserved_until_slurm_has_it_up(rest: FakeRest) -> No
 
 # --- a lend timed by the operator's handovers ---------------------------------------
 
-LENT_AT, ADMITTED_AT, FINISHED_AT, ENDED_AT, BACK_AT = 1003.4, 1007.0, 1030.0, 1031.6, 1036.3
+# Each way within one 5 s tick: lent and admitted between 1000 and 1005, finished,
+# lease ended and back between 1030 and 1035.
+LENT_AT, ADMITTED_AT, FINISHED_AT, ENDED_AT, BACK_AT = 1001.2, 1004.0, 1031.0, 1031.6, 1034.3
 
 
 def _lend_world(t: float) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], list[Handover]]:
@@ -470,18 +472,18 @@ def _lend_world(t: float) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], l
 def test_a_lends_transfers_are_timed_by_the_handovers_and_agree_with_the_offline_recompute(
     rest: FakeRest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ticks every 3 s see a lend's label, admission, finish, lease end and undrain;
+    """Ticks every 5 s see a lend's label, admission, finish, lease end and undrain;
     the exporter's GPU-seconds by state are those `slurmkube goodput` recomputes from
     the final records and the handover Events, to the microsecond, not to the tick."""
     job_1 = dict(submit=1000.5, nodes=("n1", "n2"), node_count=2, gpus_per_node=8)
-    for t in [1000.0 + 3 * i for i in range(21)]:
+    for t in [1000.0 + 5 * i for i in range(13)]:
         nodes, workloads, recorded = _lend_world(t)
         drained = LENT_AT <= t < BACK_AT
         rest.nodes = [slurm_node(n) for n in ("n1", "n2", "n3")]
         rest.nodes.append(slurm_node("n4", "DOWN", "DRAIN") if drained else slurm_node("n4"))
         state = "RUNNING" if t < 1050 else "COMPLETED"
         rest.jobs = [job(1, state, start=1001, end_time=at(1050) if t >= 1050 else None, **job_1)]
-        monkeypatch.setattr(exporter.handovers, "LAST", {h.node: h for h in recorded})
+        monkeypatch.setattr(exporter.handovers, "LAST", {"n4": {h.kind: h for h in recorded}})
         tick(t, nodes=nodes, workloads=workloads)
     seconds = "slurmkube_goodput_gpu_seconds_total"
     live = {s: sample(seconds, state=s) or 0.0 for s in STATES.values()}

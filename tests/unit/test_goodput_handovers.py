@@ -28,26 +28,34 @@ S, K = Side.SLURM, Side.KUBERNETES
 LENT_N1 = Handover(10.5, "n1", LENT, "w1")
 
 
+ENDED_N1 = Handover(41.0, "n1", LEASE_ENDED, "w1")
+BACK_N1 = Handover(47.0, "n1", BACK, "w1")
+DONE = LeaseTimes(15.0, 40.0)
+
+
 @pytest.mark.parametrize(
-    ("last", "owner", "moving", "lease", "expected"),
+    ("stamps", "owner", "moving", "lease", "expected"),
     [
-        (LENT_N1, K, K, LeaseTimes(), (10.5, None)),  # lent, not yet admitted
-        (LENT_N1, K, None, LeaseTimes(admitted=15.0), (10.5, 15.0)),
-        (LENT_N1, K, K, LeaseTimes(15.0, 40.0), (40.0, None)),  # finished, lease still on
-        (LENT_N1, K, None, LeaseTimes(admitted=9.0), (10.5, 10.5)),  # added to an admitted lease
-        (Handover(41.0, "n1", LEASE_ENDED, "w1"), S, S, LeaseTimes(), (41.0, None)),
-        (Handover(47.0, "n1", BACK, "w1"), S, None, LeaseTimes(), (None, 47.0)),
-        (None, S, S, LeaseTimes(), (None, None)),  # a new leader: its ticks tell
+        ([LENT_N1], K, K, LeaseTimes(), (10.5, None)),  # lent, not yet admitted
+        ([LENT_N1], K, None, LeaseTimes(admitted=15.0), (10.5, 15.0)),
+        ([LENT_N1], K, K, DONE, (40.0, None)),  # finished, lease still on
+        ([LENT_N1], K, None, LeaseTimes(admitted=9.0), (10.5, 10.5)),  # added when admitted
+        ([LENT_N1, ENDED_N1], S, S, DONE, (40.0, None)),  # the way back began at the finish
+        ([LENT_N1, ENDED_N1], S, S, LeaseTimes(), (41.0, None)),  # Workload gone
+        ([LENT_N1, ENDED_N1, BACK_N1], S, None, DONE, (40.0, 47.0)),
+        ([ENDED_N1, BACK_N1, Handover(50.0, "n1", LENT, "w2")], S, None, DONE, (None, None)),
+        ([], S, S, LeaseTimes(), (None, None)),  # a new leader: its ticks tell
     ],
 )
 def test_transfer_times(
-    last: Handover | None,
+    stamps: list[Handover],
     owner: Side,
     moving: Side | None,
     lease: LeaseTimes,
     expected: tuple[float | None, float | None],
 ) -> None:
-    assert transfer_times(last, owner, moving, lease) == expected
+    latest = {h.kind: h for h in stamps}
+    assert transfer_times(latest, owner, moving, lease) == expected
 
 
 def test_a_lend_is_four_transfers() -> None:

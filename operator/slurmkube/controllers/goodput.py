@@ -170,7 +170,7 @@ def export_cluster(
         checks=frozenset(name for name, lender in lenders.items() if lender == key),
         domain_label=cluster.spec.topology.nvlink_domain_label,
         namespace_teams=teams.namespaces,
-        handovers=dict(handovers.LAST),
+        handovers={n: dict(k) for n, k in handovers.LAST.items()},
     )
     fleet = EXPORTER.fleets.get(key)
     if fleet is None or fleet.lends != bool(inputs.checks):

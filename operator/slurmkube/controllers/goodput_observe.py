@@ -45,6 +45,7 @@ FINISHED = frozenset(
 )
 JOB_STATES = HOLDING | FINISHED | {"PENDING", "REQUEUED", "RESIZING", "CONFIGURING", "COMPLETING"}
 NO_ACCOUNT = "default"
+NONE = LeaseTimes()
 
 LendingView = Callable[..., tuple[Health, Side, Side | None]]
 
@@ -60,7 +61,8 @@ class FleetInputs:
     checks: frozenset[str]  # the bridge's AdmissionChecks lending from this cluster
     domain_label: str
     namespace_teams: Mapping[str, str]  # the allocation policy's namespaces -> team
-    handovers: Mapping[str, Handover] = field(default_factory=dict)  # each node's last
+    # node -> its latest handover of each kind (controllers/handovers.py)
+    handovers: Mapping[str, Mapping[str, Handover]] = field(default_factory=dict)
 
 
 def _epoch(at: dt.datetime | None) -> float | None:
@@ -197,9 +199,10 @@ def _nodes(
             slurm=slurm_health(node),
             ready=fleet.ready if fleet is not None else True,
         )
-        last = inputs.handovers.get(node.name)
-        lease_times = leases.get(lease or (last.lease if last is not None else ""), LeaseTimes())
-        moved_at, settled_at = transfer_times(last, owner, moving, lease_times)
+        stamps = inputs.handovers.get(node.name, {})
+        latest = max(stamps.values(), key=lambda h: h.t, default=None)
+        lent_to = lease or (latest.lease if latest is not None else "")
+        moved_at, settled_at = transfer_times(stamps, owner, moving, leases.get(lent_to, NONE))
         yield LiveNode(
             node.name,
             node.gpus or (fleet.gpus if fleet is not None else 0),

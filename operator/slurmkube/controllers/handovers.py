@@ -19,7 +19,8 @@ from slurmkube.controllers.memory import State
 from slurmkube.goodput.handovers import BACK, LEASE_ENDED, LENT, Handover
 from slurmkube.kube.client import EventRecord, Kube, Manifest
 
-LAST: dict[str, Handover] = {}
+# node -> its latest handover of each kind
+LAST: dict[str, dict[str, Handover]] = {}
 MESSAGES = {
     LENT: "lent to Workload {lease}",
     LEASE_ENDED: "lease ended; on its way back to Slurm",
@@ -32,24 +33,25 @@ def lent(kube: Kube, cluster: Manifest, node: str, lease: str) -> None:
 
 
 def lease_ended(kube: Kube, cluster: Manifest, node: str) -> None:
-    _record(kube, cluster, Handover(time.time(), node, LEASE_ENDED, _lease(node)))
+    last = _latest(node)
+    lease = last.lease if last is not None else ""
+    _record(kube, cluster, Handover(time.time(), node, LEASE_ENDED, lease))
 
 
 def back(kube: Kube, cluster: Manifest, node: str) -> None:
     """Recorded only when this operator ended the node's lease: other undrains are
     not handovers."""
-    last = LAST.get(node)
+    last = _latest(node)
     if last is not None and last.kind == LEASE_ENDED:
         _record(kube, cluster, Handover(time.time(), node, BACK, last.lease))
 
 
-def _lease(node: str) -> str:
-    last = LAST.get(node)
-    return last.lease if last is not None else ""
+def _latest(node: str) -> Handover | None:
+    return max(LAST.get(node, {}).values(), key=lambda h: h.t, default=None)
 
 
 def _record(kube: Kube, cluster: Manifest, handover: Handover) -> None:
-    LAST[handover.node] = handover
+    LAST.setdefault(handover.node, {})[handover.kind] = handover
     annotations = {wk.ANNOTATION_NODE: handover.node}
     if handover.lease:
         annotations[wk.ANNOTATION_LEASE] = handover.lease

@@ -45,26 +45,33 @@ class LeaseTimes:
 
 
 def transfer_times(
-    last: Handover | None, owner: Side, moving_to: Side | None, lease: LeaseTimes
+    stamps: Mapping[str, Handover], owner: Side, moving_to: Side | None, lease: LeaseTimes
 ) -> tuple[float | None, float | None]:
     """(began, ended) of the transfer a node in this state is in or came out of, when
-    the operator saw it happen; None where only the exporter's tick can tell."""
+    the operator saw it happen; None where only the exporter's tick can tell.
+    `stamps`: the node's latest handover of each kind; `lease`: its Workload's times.
+    A lend's way back begins when its Workload finishes (the node sits lent and idle
+    until the lease ends), else when the lease ends."""
+    latest = max(stamps.values(), key=lambda h: h.t, default=None)
+    lent, ended_at = _at(stamps, LENT), _at(stamps, LEASE_ENDED)
     began = ended = None
     if moving_to is Side.KUBERNETES:
-        began = lease.finished if lease.finished is not None else _at(last, LENT)
+        began = lease.finished if lease.finished is not None else lent
     elif owner is Side.KUBERNETES:
-        began, ended = _at(last, LENT), lease.admitted
+        began, ended = lent, lease.admitted
         if began is not None and ended is not None:
             ended = max(began, ended)  # a node added to a lease already admitted
     elif moving_to is Side.SLURM:
-        began = _at(last, LEASE_ENDED)
-    elif last is not None and last.kind == BACK:
-        ended = last.t
+        began = lease.finished if lease.finished is not None else ended_at
+    elif latest is not None and latest.kind == BACK:
+        began = lease.finished if lease.finished is not None else ended_at
+        ended = latest.t
     return began, ended
 
 
-def _at(last: Handover | None, kind: str) -> float | None:
-    return last.t if last is not None and last.kind == kind else None
+def _at(stamps: Mapping[str, Handover], kind: str) -> float | None:
+    found = stamps.get(kind)
+    return found.t if found is not None else None
 
 
 def lent_nodes(handovers: Iterable[Handover]) -> dict[str, list[str]]:
