@@ -294,19 +294,22 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
             )
         for job in jobs:
             wait_job(namespace, job, {"COMPLETED"}, timeout=600)
-        ended = time.time()
-        wait_until(
-            "a tick after the last job ended",
-            lambda: _exporter_reading(exporter, namespace)["at"] > ended + 1,
-        )
-        after = _exporter_reading(exporter, namespace)
-        (tmp_path / "jobs.json").write_text(in_ctld(namespace, "scontrol", "show", "job", "--json"))
-        (tmp_path / "nodes.json").write_text(
-            in_ctld(namespace, "scontrol", "show", "node", "--json")
-        )
+        after = _close_window(exporter, namespace, tmp_path)
         _assert_live_equals_offline(tmp_path, before, after, {"jobs": len(jobs)})
     finally:
         delete_namespace(kube, namespace)
+
+
+def _close_window(port: int, namespace: str, records: Path) -> dict[str, float]:
+    """The exporter's reading at its first tick after now (the window's end), and
+    Slurm's job and node lists written into `records`."""
+    ended = time.time()
+    wait_until("a tick after the mix", lambda: _exporter_reading(port, namespace)["at"] > ended + 1)
+    after = _exporter_reading(port, namespace)
+    for what in ("job", "node"):
+        listed = in_ctld(namespace, "scontrol", "show", what, "--json")
+        (records / f"{what}s.json").write_text(listed)
+    return after
 
 
 def _assert_live_equals_offline(
@@ -407,14 +410,7 @@ def test_live_figures_equal_the_offline_recompute_with_kueue_borrowing_slurm_nod
             ),
             timeout=180,
         )
-        ended = time.time()
-        wait_until(
-            "a tick after the last node came back",
-            lambda: _exporter_reading(exporter, ns)["at"] > ended + 1,
-        )
-        after = _exporter_reading(exporter, ns)
-        (tmp_path / "jobs.json").write_text(in_ctld(ns, "scontrol", "show", "job", "--json"))
-        (tmp_path / "nodes.json").write_text(in_ctld(ns, "scontrol", "show", "node", "--json"))
+        after = _close_window(exporter, ns, tmp_path)
         for name, kind_api in (("workloads", (KUEUE, "Workload")), ("events", ("v1", "Event"))):
             items = kube.list(*kind_api, namespace=ns)
             (tmp_path / f"{name}.json").write_text(json.dumps({"items": items}))
