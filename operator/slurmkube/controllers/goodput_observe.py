@@ -45,7 +45,7 @@ FINISHED = frozenset(
 )
 JOB_STATES = HOLDING | FINISHED | {"PENDING", "REQUEUED", "RESIZING", "CONFIGURING", "COMPLETING"}
 NO_ACCOUNT = "default"
-NONE = LeaseTimes()
+NO_LEASE = LeaseTimes()
 
 LendingView = Callable[..., tuple[Health, Side, Side | None]]
 
@@ -202,7 +202,7 @@ def _nodes(
         stamps = inputs.handovers.get(node.name, {})
         latest = max(stamps.values(), key=lambda h: h.t, default=None)
         lent_to = lease or (latest.lease if latest is not None else "")
-        moved_at, settled_at = transfer_times(stamps, owner, moving, leases.get(lent_to, NONE))
+        moved_at, settled_at = transfer_times(stamps, owner, moving, leases.get(lent_to, NO_LEASE))
         yield LiveNode(
             node.name,
             node.gpus or (fleet.gpus if fleet is not None else 0),

@@ -1,7 +1,7 @@
 """Nodes changing hands between Slurm and Kubernetes, as the operator made them.
 
-Three moments, each recorded by the operator as an Event on the Node with its
-time to the microsecond: the bridge set the node's lease label (`LENT`, to a
+Three moments, each recorded by the operator as an Event on the node's
+SlurmCluster with its time to the microsecond: the bridge set the node's lease label (`LENT`, to a
 Workload), removed it (`LEASE_ENDED`), and the cluster reconcile undrained the
 node once its slurmd was back (`BACK`). With the Workload's own times (admitted,
 finished) they give a lend's transfers (docs/goodput.md, "Waste"):
