@@ -46,7 +46,7 @@ from slurmkube_e2e.operator_cluster import (
     wait_job,
 )
 from slurmkube_e2e.operator_identity import operator_kubeconfig
-from slurmkube_e2e.waiting import has_condition, wait_for
+from slurmkube_e2e.waiting import has_condition, wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +102,15 @@ def exporter(
     finally:
         own.stop()
         operator.start()
+
+
+def _delete_leased_namespace(kube: Kube, namespace: str) -> None:
+    """The SlurmCluster first, while the exporter's operator still leads: its Lease
+    is in this namespace, and once the namespace controller deleted it the operator
+    would stop leading and never finish the cluster's finalizer."""
+    kube.delete(API, "SlurmCluster", "local", namespace=namespace)
+    wait_gone(kube, API, "SlurmCluster", "local", namespace=namespace, timeout=180)
+    delete_namespace(kube, namespace)
 
 
 @pytest.fixture
@@ -218,7 +227,7 @@ def test_prometheus_reads_occupancy_waste_stranded_and_time_to_start(
                 wait_until(panel["title"], answers, timeout=PANEL_TIMEOUT_S)
         in_ctld(namespace, "scancel", running.strip(), waiting.strip())
     finally:
-        delete_namespace(kube, namespace)
+        _delete_leased_namespace(kube, namespace)
 
 
 # --- live vs offline ------------------------------------------------------------------
@@ -297,7 +306,7 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
         after = _close_window(exporter, namespace, tmp_path)
         _assert_live_equals_offline(tmp_path, before, after, {"jobs": len(jobs)})
     finally:
-        delete_namespace(kube, namespace)
+        _delete_leased_namespace(kube, namespace)
 
 
 def _close_window(port: int, namespace: str, records: Path) -> dict[str, float]:
