@@ -121,8 +121,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         raise GoodputInputError(str(err)) from err
     gangs = [slurm_gang(job, end) for job in jobs]
     handovers = _handovers(args.events) if args.events else []
-    lends = args.workloads is not None
-    if lends:
+    lends = args.workloads is not None or bool(handovers)  # the nodes are transferable
+    if args.workloads is not None:
         gpus = {n.name: n.gpus for n in listed}
         gangs += _kueue_gangs(args.workloads, args.check, handovers, gpus, end)
     start = args.start
