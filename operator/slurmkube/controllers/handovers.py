@@ -2,7 +2,8 @@
 
 The bridge calls `lent` and `lease_ended` as it sets and removes a lease label,
 the cluster reconcile `back` as it undrains a node: each moment is kept in
-memory, the last per node, for the live goodput exporter to time transfers by,
+memory, the latest of each kind per node, for the live goodput exporter to time
+transfers by,
 and written as an Event on the node's SlurmCluster (in its namespace, where the
 operator may write in either RBAC mode), for `slurmkube goodput --events` to
 recompute a window from. A new leader has none: until a node's next handover
