@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import logging
 import secrets
 import time
@@ -171,8 +172,10 @@ def apply_plan(kube: Kube, snap: Snapshot, plan: Plan, config: ConfigDelivery) -
         deletes += drained_idle(slurm, plan.delete_once_drained)
         assert snap.observed.slurm_nodes is not None
         for node in undrain_candidates(plan.desired, snap.observed.slurm_nodes):
-            if node not in plan.drain and node not in plan.rolling and resume_if_ours(slurm, node):
-                handovers.back(kube, cluster_obj, node)
+            if node in plan.drain or node in plan.rolling:
+                continue
+            undrain = functools.partial(resume_if_ours, slurm, node)
+            if handovers.back(kube, cluster_obj, node, undrain):
                 reached(Step.SLURMD_UNDRAINED)
         apply_scaling(kube, snap, plan)
         user = deployment_context(snap.observed.bundle.cluster).slurm_user

@@ -1,7 +1,7 @@
 """Nodes changing hands, as this operator made them (`goodput.handovers`).
 
-The bridge calls `lent` and `lease_ended` as it sets and removes a lease label,
-the cluster reconcile `back` as it undrains a node: each moment is kept in
+The bridge sets and removes lease labels through `lent` and `lease_ended`, the
+cluster reconcile undrains through `back`: each moment is kept in
 memory, the latest of each kind per node, for the live goodput exporter to time
 transfers by,
 and written as an Event on the node's SlurmCluster (in its namespace, where the
@@ -14,6 +14,7 @@ ended is not recorded.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.memory import State
@@ -22,6 +23,7 @@ from slurmkube.kube.client import EventRecord, Kube, Manifest
 
 # node -> its latest handover of each kind
 LAST: dict[str, dict[str, Handover]] = {}
+Action = Callable[[], None]
 MESSAGES = {
     LENT: "lent to Workload {lease}",
     LEASE_ENDED: "lease ended; on its way back to Slurm",
@@ -29,30 +31,46 @@ MESSAGES = {
 }
 
 
-def lent(kube: Kube, cluster: Manifest, node: str, lease: str) -> None:
-    _record(kube, cluster, Handover(time.time(), node, LENT, lease))
+def lent(kube: Kube, cluster: Manifest, node: str, lease: str, label: Action) -> None:
+    handover = _stamp(Handover(time.time(), node, LENT, lease))
+    label()
+    _publish(kube, cluster, handover)
 
 
-def lease_ended(kube: Kube, cluster: Manifest, node: str) -> None:
+def lease_ended(kube: Kube, cluster: Manifest, node: str, unlabel: Action) -> None:
     last = _latest(node)
     lease = last.lease if last is not None else ""
-    _record(kube, cluster, Handover(time.time(), node, LEASE_ENDED, lease))
+    handover = _stamp(Handover(time.time(), node, LEASE_ENDED, lease))
+    unlabel()
+    _publish(kube, cluster, handover)
 
 
-def back(kube: Kube, cluster: Manifest, node: str) -> None:
-    """Recorded only when this operator ended the node's lease: other undrains are
-    not handovers."""
+def back(kube: Kube, cluster: Manifest, node: str, undrain: Callable[[], bool]) -> bool:
+    """`undrain()`, a handover when this operator ended the node's lease (other
+    undrains are not); what `undrain` returned."""
     last = _latest(node)
-    if last is not None and last.kind == LEASE_ENDED:
-        _record(kube, cluster, Handover(time.time(), node, BACK, last.lease))
+    if last is None or last.kind != LEASE_ENDED:
+        return undrain()
+    handover = _stamp(Handover(time.time(), node, BACK, last.lease))
+    if not undrain():
+        del LAST[node][BACK]  # nothing was undrained: no handover
+        return False
+    _publish(kube, cluster, handover)
+    return True
 
 
 def _latest(node: str) -> Handover | None:
     return max(LAST.get(node, {}).values(), key=lambda h: h.t, default=None)
 
 
-def _record(kube: Kube, cluster: Manifest, handover: Handover) -> None:
+def _stamp(handover: Handover) -> Handover:
+    """Kept before the action that makes it: the exporter may see the action's effect
+    (the label in the Node cache, the node up in Slurm) before the call returns."""
     LAST.setdefault(handover.node, {})[handover.kind] = handover
+    return handover
+
+
+def _publish(kube: Kube, cluster: Manifest, handover: Handover) -> None:
     annotations = {wk.ANNOTATION_NODE: handover.node}
     if handover.lease:
         annotations[wk.ANNOTATION_LEASE] = handover.lease

@@ -6,6 +6,7 @@ manager, so Kueue's fields stay Kueue's)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -55,8 +56,8 @@ def apply_lending(
     relabelled = False
     for release in plan.releases:
         for node in release.unlabel:
-            kube.set_node_label(node, wk.LABEL_LEASE, None)
-            handovers.lease_ended(kube, cluster.obj, node)
+            unlabel = functools.partial(kube.set_node_label, node, wk.LABEL_LEASE, None)
+            handovers.lease_ended(kube, cluster.obj, node, unlabel)
             reached(Step.LEASE_UNLABELLED)
             relabelled = True
         if release.delete_reservation and cluster.rest is not None:
@@ -135,8 +136,8 @@ def apply_lending(
         if failed and check is not None:
             check = replace(check, message=f"{check.message}; {failed}")
         for node in lend.label:
-            kube.set_node_label(node, wk.LABEL_LEASE, lend.uid)
-            handovers.lent(kube, cluster.obj, node, lend.uid)
+            label = functools.partial(kube.set_node_label, node, wk.LABEL_LEASE, lend.uid)
+            handovers.lent(kube, cluster.obj, node, lend.uid, label)
             reached(Step.LEASE_LABELLED)
             relabelled = True
         if check is not None:
