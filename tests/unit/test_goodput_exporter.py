@@ -487,9 +487,9 @@ def test_a_lends_transfers_are_timed_by_the_handovers_and_agree_with_the_offline
         tick(t, nodes=nodes, workloads=workloads)
     seconds = "slurmkube_goodput_gpu_seconds_total"
     live = {s: sample(seconds, state=s) or 0.0 for s in STATES.values()}
-    assert live["reserved_in_transfer"] == pytest.approx(
-        8 * ((ADMITTED_AT - LENT_AT) + (BACK_AT - FINISHED_AT))
-    )
+    # In whole seconds, rounded down, as Slurm's and Kueue's own times.
+    lend, back = ADMITTED_AT - int(LENT_AT), int(BACK_AT) - FINISHED_AT
+    assert live["reserved_in_transfer"] == pytest.approx(8 * (lend + back))
     _, workloads, recorded = _lend_world(1060.0)
     final = [slurm_gang(j, 1060.0) for j in rest.jobs]
     final.append(kueue_gang(workloads[0], CHECK, "ml", [("n4", 8)], now=1060.0))  # type: ignore[arg-type]
@@ -513,3 +513,24 @@ def test_lending_switched_on_makes_the_nodes_transferable(rest: FakeRest) -> Non
     tick(1030.0, nodes=fleet_nodes(), workloads=(waiting,))
     assert sample(seconds, state="idle") == pytest.approx(32 * 10)
     assert sample(seconds, state="fragmentation") == pytest.approx(32 * 20)
+
+
+def test_a_handover_does_not_push_a_later_seen_admission_off_its_own_time(
+    rest: FakeRest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lent at 1003.6, admitted at 1003.8 (Kueue says 1003), the admission seen a tick
+    later than the label: the handover counts in whole seconds as Kueue's times do,
+    so the workload's start stays at 1003 (a precise 1003.6 would have moved it)."""
+    rest.nodes = [slurm_node(n) for n in ("n1", "n2", "n3", "n4")]
+    lent = Handover(1003.6, "n4", LENT, "w1")
+    for clock in (1000.0, 1002.0, 1004.0, 1006.0, 1008.0, 1010.0):
+        raw = workload("w1", created=1001, admitted=1003, pods=1, gpus=8)
+        if clock < 1006:  # the Workload cache has the admission from the tick at 1006
+            del raw["status"]["conditions"][1:]
+        labelled = clock >= lent.t
+        monkeypatch.setattr(exporter.handovers, "LAST", {"n4": {LENT: lent}} if labelled else {})
+        nodes = fleet_nodes(lease="w1" if labelled else "")
+        tick(clock - 1.0, nodes=nodes, workloads=(raw,))  # the exporter's one-second lag
+    seconds = "slurmkube_goodput_gpu_seconds_total"
+    assert sample(seconds, state="allocated") == pytest.approx(8 * (1009 - 1003))
+    assert sample(seconds, state="reserved_in_transfer") == 0

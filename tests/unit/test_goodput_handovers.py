@@ -36,10 +36,10 @@ DONE = LeaseTimes(15.0, 40.0)
 @pytest.mark.parametrize(
     ("stamps", "owner", "moving", "lease", "expected"),
     [
-        ([LENT_N1], K, K, LeaseTimes(), (10.5, None)),  # lent, not yet admitted
-        ([LENT_N1], K, None, LeaseTimes(admitted=15.0), (10.5, 15.0)),
+        ([LENT_N1], K, K, LeaseTimes(), (10.0, None)),  # lent, not yet admitted; whole seconds
+        ([LENT_N1], K, None, LeaseTimes(admitted=15.0), (10.0, 15.0)),
         ([LENT_N1], K, K, DONE, (40.0, None)),  # finished, lease still on
-        ([LENT_N1], K, None, LeaseTimes(admitted=9.0), (10.5, 10.5)),  # added when admitted
+        ([LENT_N1], K, None, LeaseTimes(admitted=9.0), (10.0, 10.0)),  # added when admitted
         ([LENT_N1, ENDED_N1], S, S, DONE, (40.0, None)),  # the way back began at the finish
         ([LENT_N1, ENDED_N1], S, S, LeaseTimes(), (41.0, None)),  # Workload gone
         ([LENT_N1, ENDED_N1, BACK_N1], S, None, DONE, (40.0, 47.0)),
@@ -68,7 +68,7 @@ def test_a_lend_is_four_transfers() -> None:
     assert lent_nodes(recorded) == {"w1": ["n1", "n2"]}
     events = handover_events(recorded[:1] + recorded[2:], {"w1": LeaseTimes(15.0, 40.0)})
     assert events == [
-        NodeTransferBegan(10.5, "n1", K),
+        NodeTransferBegan(10.0, "n1", K),
         NodeTransferEnded(15.0, "n1", K),
         NodeTransferBegan(40.0, "n1", K),
         NodeTransferBegan(41.0, "n1", S),
@@ -112,10 +112,10 @@ def test_the_cli_recomputes_a_lend_from_workloads_and_events(
         argv += [f"--{name}", str(tmp_path / f"{name}.json")]
     assert main(argv) == 0, capsys.readouterr().err
     out = json.loads(capsys.readouterr().out)
-    # Queued 1000-1002.5 (fragmentation), on its way 1002.5-1010 and 1030-1034.5
-    # (the workload holds its node to the window's end: never finished).
-    assert out["gpu_seconds"]["fragmentation"] == pytest.approx(8 * 2.5)
-    assert out["gpu_seconds"]["reserved_in_transfer"] == pytest.approx(8 * 7.5)
+    # Queued 1000-1002 (fragmentation), on its way 1002-1010 (the handovers in whole
+    # seconds, as Kueue's times); the workload holds its node to the window's end.
+    assert out["gpu_seconds"]["fragmentation"] == pytest.approx(8 * 2)
+    assert out["gpu_seconds"]["reserved_in_transfer"] == pytest.approx(8 * 8)
     assert out["gpu_seconds"]["allocated"] == pytest.approx(8 * 30)
     assert out["waits_s"] == {"8-63": [10.0]}
 

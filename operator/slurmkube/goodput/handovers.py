@@ -11,11 +11,15 @@ finished) they give a lend's transfers (docs/goodput.md, "Waste"):
 
 The live exporter times a node's transfer by these moments rather than by its
 tick (`transfer_times`); `slurmkube goodput` recomputes them from the Events
-(`handover_events`).
+(`handover_events`). Both take them in whole seconds, rounded down, as Slurm
+and Kueue report their own times: a change seen later then never has an
+earlier time than one seen before it, which the exporter's "never back in
+time" would otherwise move (goodput/live.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,13 +69,17 @@ def transfer_times(
         began = lease.finished if lease.finished is not None else ended_at
     elif latest is not None and latest.kind == BACK:
         began = lease.finished if lease.finished is not None else ended_at
-        ended = latest.t
+        ended = second(latest.t)
     return began, ended
 
 
 def _at(stamps: Mapping[str, Handover], kind: str) -> float | None:
     found = stamps.get(kind)
-    return found.t if found is not None else None
+    return second(found.t) if found is not None else None
+
+
+def second(t: float) -> float:
+    return float(math.floor(t))
 
 
 def lent_nodes(handovers: Iterable[Handover]) -> dict[str, list[str]]:
@@ -90,17 +98,18 @@ def handover_events(handovers: Sequence[Handover], leases: Mapping[str, LeaseTim
     until Slurm has it again."""
     out: list[Event] = []
     for h in handovers:
+        t = second(h.t)
         if h.kind == LENT:
-            out.append(NodeTransferBegan(h.t, h.node, Side.KUBERNETES))
+            out.append(NodeTransferBegan(t, h.node, Side.KUBERNETES))
             lease = leases.get(h.lease, LeaseTimes())
             if lease.admitted is not None:
-                admitted = max(lease.admitted, h.t)
+                admitted = max(lease.admitted, t)
                 out.append(NodeTransferEnded(admitted, h.node, Side.KUBERNETES))
                 if lease.finished is not None:
                     finished = max(lease.finished, admitted)
                     out.append(NodeTransferBegan(finished, h.node, Side.KUBERNETES))
         elif h.kind == LEASE_ENDED:
-            out.append(NodeTransferBegan(h.t, h.node, Side.SLURM))
+            out.append(NodeTransferBegan(t, h.node, Side.SLURM))
         elif h.kind == BACK:
-            out.append(NodeTransferEnded(h.t, h.node, Side.SLURM))
+            out.append(NodeTransferEnded(t, h.node, Side.SLURM))
     return out
