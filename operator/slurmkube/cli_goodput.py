@@ -120,23 +120,18 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
     except SlurmError as err:
         raise GoodputInputError(str(err)) from err
     gangs = [slurm_gang(job, end) for job in jobs]
-    handovers = _handovers(args.events) if args.events else []
+    fleet = {n.name: n.gpus for n in listed if "POWERED_DOWN" not in n.state}  # deployed
+    recorded = _handovers(args.events) if args.events else []
+    handovers = [h for h in recorded if h.node in fleet]  # not another cluster's nodes
     lends = args.workloads is not None or bool(handovers)  # the nodes are transferable
     if args.workloads is not None:
-        gpus = {n.name: n.gpus for n in listed}
-        gangs += _kueue_gangs(args.workloads, args.check, handovers, gpus, end)
+        gangs += _kueue_gangs(args.workloads, args.check, handovers, fleet, end)
     start = args.start
     if start is None:
         start = min((g.submitted for g in gangs), default=end)
     if end < start:
         raise GoodputInputError(f"--to {end} is before --from {start}")
-    nodes = [
-        LiveNode(n.name, n.gpus, transferable=lends)
-        for n in listed
-        if "POWERED_DOWN" not in n.state  # not deployed: no GPUs in the fleet
-    ]
-    known = {n.name for n in nodes}  # another cluster's nodes, or nodes since gone
-    handovers = [h for h in handovers if h.node in known]
+    nodes = [LiveNode(name, gpus, transferable=lends) for name, gpus in fleet.items()]
     found = recompute(nodes, gangs, (start, end), handovers=handovers)
     out = found.report.as_dict()
     out["gpu_seconds"] = dict(found.gpu_seconds)

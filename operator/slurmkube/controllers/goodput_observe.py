@@ -18,9 +18,8 @@ from typing import Any
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.observe import NodeEntry
 from slurmkube.goodput import Health, Side
-from slurmkube.goodput.handovers import Handover, LeaseTimes, transfer_times
-from slurmkube.goodput.live import LiveGang, LiveNode, LiveSnapshot
-from slurmkube.goodput.offline import KUEUE_KEY
+from slurmkube.goodput.handovers import Handover, LeaseTimes, latest, transfer_times
+from slurmkube.goodput.live import KUEUE_KEY, LiveGang, LiveNode, LiveSnapshot
 from slurmkube.kube.client import Manifest
 from slurmkube.lending import our_check, workload_view
 from slurmkube.slurm.models import Job, Node
@@ -200,8 +199,8 @@ def _nodes(
             ready=fleet.ready if fleet is not None else True,
         )
         stamps = inputs.handovers.get(node.name, {})
-        latest = max(stamps.values(), key=lambda h: h.t, default=None)
-        lent_to = lease or (latest.lease if latest is not None else "")
+        last = latest(stamps)
+        lent_to = lease or (last.lease if last is not None else "")
         moved_at, settled_at = transfer_times(stamps, owner, moving, leases.get(lent_to, NO_LEASE))
         yield LiveNode(
             node.name,

@@ -1,10 +1,9 @@
 """Nodes changing hands, as this operator made them (`goodput.handovers`).
 
 The bridge sets and removes lease labels through `lent` and `lease_ended`, the
-cluster reconcile undrains through `back`: each moment is kept in
-memory, the latest of each kind per node, for the live goodput exporter to time
-transfers by,
-and written as an Event on the node's SlurmCluster (in its namespace, where the
+cluster reconcile undrains through `back`: each moment is kept in memory, the
+latest of each kind per node, for the live goodput exporter to time transfers
+by, and written as an Event on the node's SlurmCluster (in its namespace, where the
 operator may write in either RBAC mode), for `slurmkube goodput --events` to
 recompute a window from. A new leader has none: until a node's next handover
 its exporter times it by its ticks, and `back` of a lease the previous leader
@@ -18,7 +17,7 @@ from collections.abc import Callable
 
 from slurmkube.api import well_known as wk
 from slurmkube.controllers.memory import State
-from slurmkube.goodput.handovers import BACK, LEASE_ENDED, LENT, Handover
+from slurmkube.goodput.handovers import BACK, LEASE_ENDED, LENT, Handover, latest
 from slurmkube.kube.client import EventRecord, Kube, Manifest
 
 # node -> its latest handover of each kind
@@ -60,7 +59,7 @@ def back(kube: Kube, cluster: Manifest, node: str, undrain: Callable[[], bool]) 
 
 
 def _latest(node: str) -> Handover | None:
-    return max(LAST.get(node, {}).values(), key=lambda h: h.t, default=None)
+    return latest(LAST.get(node, {}))
 
 
 def _stamp(handover: Handover) -> Handover:

@@ -1,10 +1,11 @@
 """Nodes changing hands between Slurm and Kubernetes, as the operator made them.
 
 Three moments, each recorded by the operator as an Event on the node's
-SlurmCluster with its time to the microsecond: the bridge set the node's lease label (`LENT`, to a
-Workload), removed it (`LEASE_ENDED`), and the cluster reconcile undrained the
-node once its slurmd was back (`BACK`). With the Workload's own times (admitted,
-finished) they give a lend's transfers (docs/goodput.md, "Waste"):
+SlurmCluster with its time to the microsecond: the bridge set the node's lease
+label (`LENT`, to a Workload), removed it (`LEASE_ENDED`), and the cluster
+reconcile undrained the node once its slurmd was back (`BACK`). With the
+Workload's own times (admitted, finished) they give a lend's transfers
+(docs/goodput.md, "Waste"):
 
     LENT ........ admitted ......... finished ....... LEASE_ENDED ....... BACK
     on its way to Kubernetes | Kubernetes' | on its way (idle) ... back to Slurm | Slurm's
@@ -56,7 +57,7 @@ def transfer_times(
     `stamps`: the node's latest handover of each kind; `lease`: its Workload's times.
     A lend's way back begins when its Workload finishes (the node sits lent and idle
     until the lease ends), else when the lease ends."""
-    latest = max(stamps.values(), key=lambda h: h.t, default=None)
+    last = latest(stamps)
     lent, ended_at = _at(stamps, LENT), _at(stamps, LEASE_ENDED)
     began = ended = None
     if moving_to is Side.KUBERNETES:
@@ -67,10 +68,15 @@ def transfer_times(
             ended = max(began, ended)  # a node added to a lease already admitted
     elif moving_to is Side.SLURM:
         began = lease.finished if lease.finished is not None else ended_at
-    elif latest is not None and latest.kind == BACK:
+    elif last is not None and last.kind == BACK:
         began = lease.finished if lease.finished is not None else ended_at
-        ended = second(latest.t)
+        ended = second(last.t)
     return began, ended
+
+
+def latest(stamps: Mapping[str, Handover]) -> Handover | None:
+    """The newest of a node's handovers (kept as the latest of each kind)."""
+    return max(stamps.values(), key=lambda h: h.t, default=None)
 
 
 def _at(stamps: Mapping[str, Handover], kind: str) -> float | None:

@@ -48,6 +48,7 @@ from slurmkube.goodput.events import (
 from slurmkube.goodput.stranded import StrandGang, StrandNode, stranded_by_domain
 
 _Emit = Callable[[Event], None]
+KUEUE_KEY = "kueue/"  # a Workload's gang key is this and its uid
 
 # Order of events at one instant: nodes join first, releases before placements
 # (a node freed and taken in the same second), placements last.

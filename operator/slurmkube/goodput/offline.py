@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from slurmkube.goodput.events import Event, JobEnded, JobStarted, JobSubmitted, NodeAdded
 from slurmkube.goodput.handovers import Handover, LeaseTimes, handover_events
 from slurmkube.goodput.ledger import GoodputLedger
-from slurmkube.goodput.live import EVENT_ORDER, LiveGang, LiveNode
+from slurmkube.goodput.live import EVENT_ORDER, KUEUE_KEY, LiveGang, LiveNode
 from slurmkube.goodput.live_ledger import STATES
 from slurmkube.goodput.report import GoodputReport
-
-KUEUE_KEY = "kueue/"  # a Workload's gang key is this and its uid
 
 
 @dataclass(frozen=True, slots=True)
