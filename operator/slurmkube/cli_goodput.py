@@ -3,7 +3,9 @@
 It reads what `scontrol show job --json` and `scontrol show node --json` print
 (or slurmrestd's `GET .../jobs` and `.../nodes`), and where the cluster lends to
 Kueue, the Workloads under the bridge's check and the operator's handover
-Events on the lent Nodes (`goodput.handovers`), and prints the ledger's report
+Events on the lent Nodes (`goodput.handovers`), and where slurmdbd keeps the
+cluster's accounting, its node events (`goodput.node_history`: drained and down
+nodes), and prints the ledger's report
 as JSON, with the GPU-seconds by state under the live exporter's names, so a
 window of `slurmkube_goodput_*` can be checked against Slurm after the fact.
 Finished jobs stay in Slurm's list for MinJobAge (300 s by default).
@@ -21,6 +23,7 @@ from typing import Any
 from slurmkube.api import well_known as wk
 from slurmkube.goodput.handovers import KINDS, Handover, lent_nodes
 from slurmkube.goodput.live import LiveGang, LiveNode
+from slurmkube.goodput.node_history import Outage, parse_events
 from slurmkube.goodput.offline import recompute
 from slurmkube.lending import our_check
 from slurmkube.slurm.errors import SlurmError
@@ -47,6 +50,12 @@ def add_parser(sub: Any) -> None:
         "--events",
         help="`kubectl get events -n NAMESPACE -o json` output: the operator's handover "
         "Events on the SlurmCluster (reasons Lent, LeaseEnded, BackInSlurm)",
+    )
+    goodput.add_argument(
+        "--node-events",
+        help="`SLURM_TIME_FORMAT=%%s sacctmgr -P -n list event Event=Node All_Time "
+        "Format=NodeName,TimeStart,TimeEnd,State,Reason` output: the drained and down "
+        "nodes (default: every node healthy the whole window)",
     )
     goodput.add_argument(
         "--from", dest="start", type=float, help="window start, Unix time (default: first submit)"
@@ -86,6 +95,17 @@ def _handovers(path: str) -> list[Handover]:
         node, lease = annotations[wk.ANNOTATION_NODE], annotations.get(wk.ANNOTATION_LEASE, "")
         out.append(Handover(at.timestamp(), str(node), reason, str(lease)))
     return sorted(out, key=lambda h: (h.t, h.node))
+
+
+def _outages(path: str) -> list[Outage]:
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise GoodputInputError(f"--node-events {path}: {err}") from err
+    try:
+        return parse_events(text, f"--node-events {path}")
+    except ValueError as err:
+        raise GoodputInputError(str(err)) from err
 
 
 def _kueue_gangs(
@@ -132,7 +152,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
     if end < start:
         raise GoodputInputError(f"--to {end} is before --from {start}")
     nodes = [LiveNode(name, gpus, transferable=lends) for name, gpus in fleet.items()]
-    found = recompute(nodes, gangs, (start, end), handovers=handovers)
+    outages = _outages(args.node_events) if args.node_events else []
+    found = recompute(nodes, gangs, (start, end), handovers=handovers, outages=outages)
     out = found.report.as_dict()
     out["gpu_seconds"] = dict(found.gpu_seconds)
     out["waits_s"] = {b: list(w) for b, w in found.report.waits_by_bucket.items() if w}

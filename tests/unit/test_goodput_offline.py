@@ -154,3 +154,20 @@ def test_the_cli_reads_slurms_json_and_names_a_bad_file(
     bad.write_text(_slurm_doc("nodes", []))
     assert main(["goodput", "--jobs", str(bad), "--nodes", str(nodes)]) == 2
     assert f"--jobs {bad}: no 'jobs' list" in capsys.readouterr().err
+
+
+def test_the_cli_counts_slurmdbds_node_events_and_names_a_bad_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorded = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "cli"
+    argv = ["goodput", "--jobs", str(recorded / "show-job.json")]
+    argv += ["--nodes", str(recorded / "show-node.json")]
+    argv += ["--from", "1800000000", "--to", "1800000100"]
+    events = tmp_path / "events.txt"
+    events.write_text("gb200-003|1800000010|1800000030|IDLE+DRAIN|bad\nelsewhere|1|2|DOWN|x\n")
+    assert main([*argv, "--node-events", str(events)]) == 0
+    drained = json.loads(capsys.readouterr().out)["gpu_seconds"]["drained_down"]
+    assert drained == 20.0 * 4  # gb200-003's 4 GPUs for 20 s; a node not listed is not
+    events.write_text("gb200-003|yesterday|Unknown|DOWN|x\n")
+    assert main([*argv, "--node-events", str(events)]) == 2
+    assert f"--node-events {events} line 1: TimeStart 'yesterday'" in capsys.readouterr().err

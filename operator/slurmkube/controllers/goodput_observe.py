@@ -212,4 +212,14 @@ def _nodes(
             transferable=bool(inputs.checks),
             moved_at=moved_at,
             settled_at=settled_at,
+            health_since=_slurm_since(node, health),
         )
+
+
+def _slurm_since(node: Node, health: Health) -> float | None:
+    """When Slurm took the node out of service, if that is its health now (Slurm sets
+    the reason then, and slurmdbd records the same second); None when Slurm cannot say
+    (back in service, or down in Kubernetes only)."""
+    if health is Health.UP or health is not slurm_health(node) or not node.reason_changed_at:
+        return None
+    return float(node.reason_changed_at)

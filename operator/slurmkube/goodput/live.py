@@ -82,6 +82,9 @@ class LiveNode:
     # otherwise the snapshot's time.
     moved_at: float | None = None
     settled_at: float | None = None
+    # When its health last changed, if Slurm says (a drain's or DOWN's reason time);
+    # otherwise the snapshot's time.
+    health_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +223,8 @@ class LiveTranslator:
                 )
                 known = _Node(node.gpus, node.owner, node.pool, node.transferable)
             if node.health is not known.health:
-                emit(NodeHealthChanged(now, node.name, node.health))
+                since = now if node.health_since is None else min(now, node.health_since)
+                emit(NodeHealthChanged(since, node.name, node.health))
             began = now if node.moved_at is None else node.moved_at
             ended = now if node.settled_at is None else node.settled_at
             if node.moving_to is not None and node.moving_to is not known.moving_to:

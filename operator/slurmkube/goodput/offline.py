@@ -7,8 +7,8 @@ simulator feed.
 The live exporter learns the same history tick by tick (`goodput/live.py`);
 recomputing it here from what Slurm, Kueue and the operator's Events kept is how
 its figures are checked (`slurmkube goodput`, the live-vs-offline e2e). Nodes are
-taken as healthy and present the whole window: Slurm's job records carry no node
-history.
+present the whole window, and healthy but for the outages slurmdbd recorded
+(`goodput.node_history`), when given.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from slurmkube.goodput.handovers import Handover, LeaseTimes, handover_events
 from slurmkube.goodput.ledger import GoodputLedger
 from slurmkube.goodput.live import EVENT_ORDER, KUEUE_KEY, LiveGang, LiveNode
 from slurmkube.goodput.live_ledger import STATES
+from slurmkube.goodput.node_history import Outage, health_events, lent_spans
 from slurmkube.goodput.report import GoodputReport
 
 
@@ -34,13 +35,14 @@ def window_events(
     nodes: Iterable[LiveNode],
     gangs: Iterable[LiveGang],
     window: tuple[float, float],
-    transfers: Iterable[Event] = (),
+    node_events: Iterable[Event] = (),
 ) -> list[Event]:
-    """The ledger's events of every gang submitted and every transfer made by the
-    window's end, in time order; the nodes join before all of them and the window."""
+    """The ledger's events of every gang submitted and every node event (transfers,
+    health) by the window's end, in time order; the nodes join before all of them and
+    the window."""
     start, end = window
     kept = sorted((g for g in gangs if g.submitted <= end), key=lambda g: g.key)
-    moved = [e for e in transfers if e.t <= end]
+    moved = [e for e in node_events if e.t <= end]
     first = min([start, *(g.submitted for g in kept), *(e.t for e in moved)])
     events: list[Event] = [
         NodeAdded(first, n.name, n.gpus, n.owner, n.pool, n.transferable) for n in nodes
@@ -65,12 +67,15 @@ def recompute(
     gangs: Iterable[LiveGang],
     window: tuple[float, float],
     entitlements: Mapping[str, float] | None = None,
+    *,
     handovers: Sequence[Handover] = (),
+    outages: Sequence[Outage] = (),
 ) -> OfflineGoodput:
     """The window's report; without entitlements every team weighs the same (as the
     exporter weighs teams when no allocation policy names the cluster). Handovers
-    (lent nodes) pair with the gangs of their Workloads (`kueue/<uid>`)."""
-    gangs = tuple(gangs)
+    (lent nodes) pair with the gangs of their Workloads (`kueue/<uid>`); outages
+    count outside the nodes' lends."""
+    gangs, nodes = tuple(gangs), tuple(nodes)
     if window[1] < window[0]:
         raise ValueError(f"window ends before it starts: {window}")
     weights = entitlements if entitlements is not None else {g.team: 1.0 for g in gangs}
@@ -79,9 +84,10 @@ def recompute(
         for g in gangs
         if g.key.startswith(KUEUE_KEY)
     }
-    transfers = handover_events(handovers, leases)
+    node_events = handover_events(handovers, leases)
+    node_events += health_events(outages, lent_spans(handovers), (n.name for n in nodes))
     ledger = GoodputLedger(window, weights)
-    ledger.observe_all(window_events(nodes, gangs, window, transfers))
+    ledger.observe_all(window_events(nodes, gangs, window, node_events))
     ledger.advance_to(window[1])  # every event kept is at or before the window's end
     report = ledger.report()
     share = report.waste

@@ -61,6 +61,9 @@ class Node:
     # When a job last ran there (epoch seconds; 0: unknown): power saving counts
     # SuspendTime from it.
     last_busy: int = 0
+    # When `reason` was last set (epoch seconds; 0: unknown or none): when a drain or a
+    # DOWN began.
+    reason_changed_at: int = 0
     # The `Topology=` slurmctld holds for it over the files (26.05: a live move,
     # render/live_topology.py); "" when the files place it.
     topology: str = ""

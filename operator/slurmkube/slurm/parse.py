@@ -98,6 +98,7 @@ class _NodeJson(_Edge):
     reservation: Text = ""
     address: Text = ""
     last_busy: Number = 0
+    reason_changed_at: Number = 0
     topology: Text = ""
 
 
@@ -258,6 +259,7 @@ def _node(n: _NodeJson) -> Node:
         reservation=n.reservation,
         address=n.address,
         last_busy=n.last_busy or 0,
+        reason_changed_at=n.reason_changed_at or 0,
         topology=n.topology,
     )
 
