@@ -317,18 +317,24 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
 def test_live_figures_equal_the_offline_recompute_with_a_node_drained_from_slurmdbd(
     kube: Kube, exporter: int, database: MariaDB, tmp_path: Path
 ) -> None:
-    """The seeded Slurm job mix on a cluster with accounting, one node drained for a
-    while in the middle of it: the exporter counts the drain from Slurm's reason time,
+    """The seeded Slurm job mix on a cluster with accounting, one node drained from its
+    start until the sixth submission: the exporter counts the drain from Slurm's reason time,
     and `slurmkube goodput` from slurmdbd's node events (`sacctmgr list event`); the
     two agree within 2%, drained GPU-seconds included."""
     with accounted_cluster(kube, database, "e2e-goodhealth", replicas=SAMPLE_REPLICAS) as ns:
-        wait_until("the exporter's first tick", lambda: "at" in _exporter_reading(exporter, ns))
+        # The recompute takes the nodes as present the whole window: it opens on a
+        # tick after every slurmd registered (Slurm powers the CLOUD nodes up first).
+        wait_until("every slurmd registered", lambda: _all_up(ns))
+        registered = time.time()
+        wait_until(
+            "a tick after", lambda: _exporter_reading(exporter, ns).get("at", 0) > registered
+        )
         before = _exporter_reading(exporter, ns)
         drained = slurm_node(SAMPLE_REPLICAS - 1)
         jobs = []
         for i, (nodes, gpus, seconds, pause) in enumerate(_job_mix(GOODPUT_SEED)):
             time.sleep(pause)
-            if i == 2:
+            if i == 0:  # idle, so drained at once (slurmdbd records DRAINED, not DRAINING)
                 in_ctld(ns, "scontrol", "update", f"nodename={drained}", "state=drain",
                         "reason=e2e goodput drain")  # fmt: skip
             argv = (f"-N{nodes}", f"--gres=gpu:{gpus}", *deployed_only())
@@ -350,11 +356,22 @@ def test_live_figures_equal_the_offline_recompute_with_a_node_drained_from_slurm
         _assert_live_equals_offline(tmp_path, before, after, {"jobs": len(jobs)})
 
 
+def _all_up(namespace: str) -> bool:
+    names = ",".join(slurm_node(i) for i in range(SAMPLE_REPLICAS))
+    listed = in_ctld(namespace, "sinfo", "-h", "-N", "-n", names, "-o", "%N %t")
+    states = dict(line.split() for line in listed.splitlines() if line.strip())
+    return len(states) == SAMPLE_REPLICAS and all(s == "idle" for s in states.values())
+
+
 def _node_events(namespace: str, drained: str) -> str:
     """slurmdbd's node events once it holds the drain's end (records reach it
     asynchronously); "" until then."""
     listed = in_ctld(namespace, "env", f"SLURM_TIME_FORMAT={TIME_FORMAT}", *SACCTMGR_ARGV)
-    ended = [o for o in parse_events(listed) if o.node == drained and o.end is not None]
+    ended = [
+        o
+        for o in parse_events(listed)
+        if o.node == drained and o.end is not None and not o.powered_down
+    ]
     return listed if ended else ""
 
 

@@ -69,6 +69,14 @@ def test_a_line_that_is_not_an_event_is_named(text: str, named: str) -> None:
         parse_events(text, "events.txt")
 
 
+def test_power_saving_is_not_an_outage() -> None:
+    """slurmdbd records a node powered down ("IDLE~", "Powered down") as an event too;
+    the exporter drops such a node from the fleet instead of counting it down."""
+    found = parse_events("n|100|160|IDLE~|Powered down\nn|200|Unknown|DOWN~|Powered down\n")
+    assert [o.powered_down for o in found] == [True, True]
+    assert health_events(found) == []
+
+
 def test_overlapping_outages_give_the_worst_open_one() -> None:
     outages = [Outage("n", 10.0, 30.0, DRAINED), Outage("n", 15.0, 20.0, DOWN)]
     assert health_events(outages) == [

@@ -7,7 +7,9 @@ the recompute counts drained and down GPUs as the live exporter does
 (`goodput_observe.slurm_health`). While a node is lent to Kubernetes its
 Slurm drain is the lend's, not an outage: the exporter takes a lent node's
 health from Kubernetes, and the recompute takes it as healthy from the lend
-(`LENT`) until Slurm has it back (`BACK`).
+(`LENT`) until Slurm has it back (`BACK`). Power saving's events (a state
+with `~`, "Powered down") are not outages: the recompute takes the nodes as
+present the whole window.
 
 The list to read, in whole seconds:
 
@@ -45,13 +47,15 @@ SEVERITY = {Health.UP: 0, Health.DRAINED: 1, Health.DOWN: 2}
 
 @dataclass(frozen=True, slots=True)
 class Outage:
-    """One node event: out of service from `start` until `end` (None: still out)."""
+    """One node event: out of service from `start` until `end` (None: still out);
+    `powered_down`: out of the fleet (power saving), not unhealthy."""
 
     node: str
     start: float
     end: float | None
     health: Health
     reason: str = ""
+    powered_down: bool = False
 
 
 def event_health(state: str) -> Health:
@@ -61,6 +65,11 @@ def event_health(state: str) -> Health:
     if "*" in state or flags & DOWN_STATES:
         return Health.DOWN
     return Health.DRAINED
+
+
+def powered_down(state: str) -> bool:
+    """sinfo's `~` (POWERED_DOWN) or the flag itself: power saving, not an outage."""
+    return "~" in state or "POWERED_DOWN" in state.upper()
 
 
 def parse_events(text: str, source: str = "sacctmgr") -> list[Outage]:
@@ -88,6 +97,7 @@ def parse_events(text: str, source: str = "sacctmgr") -> list[Outage]:
                 None if end in OPEN else _epoch(end, source, number, "TimeEnd"),
                 event_health(state),
                 reason,
+                powered_down(state),
             )
         )
     return out
@@ -123,7 +133,8 @@ def health_events(
     while it is lent. Only `nodes` (default: every node named) are kept."""
     by_node: defaultdict[str, list[Outage]] = defaultdict(list)
     for outage in outages:
-        by_node[outage.node].append(outage)
+        if not outage.powered_down:
+            by_node[outage.node].append(outage)
     wanted = set(by_node) if nodes is None else set(nodes) & set(by_node)
     out: list[NodeHealthChanged] = []
     for node in sorted(wanted):
