@@ -108,7 +108,10 @@ def summarise(seeds: dict[int, dict[str, dict[str, float | str]]]) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10, help="seeds 1..N per scenario")
+    parser.add_argument("--seeds", type=int, default=10, help="N seeds per scenario")
+    parser.add_argument(
+        "--first-seed", type=int, default=1, help="seeds FIRST..FIRST+N-1 (default 1)"
+    )
     parser.add_argument("--jobs", type=int, default=50_000, help="jobs per run (both sides)")
     parser.add_argument(
         "--scenarios", default="reference,alibaba,bursty", help="comma-separated scenario names"
@@ -127,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = [n for n in args.scenarios.split(",") if n]
     unknown = [n for n in names if n not in SCENARIOS]
-    if unknown or not names or args.seeds < 1:
+    if unknown or not names or args.seeds < 1 or args.first_seed < 0:
         print(
             f"bench/lending_policy.py: --scenarios {args.scenarios!r} (known: "
-            f"{sorted(SCENARIOS)}) and --seeds {args.seeds} (>= 1)",
+            f"{sorted(SCENARIOS)}), --seeds {args.seeds} (>= 1) and --first-seed "
+            f"{args.first_seed} (>= 0)",
             file=sys.stderr,
         )
         return 2
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     args.earlier,
                 )
-                for seed in range(1, args.seeds + 1)
+                for seed in range(args.first_seed, args.first_seed + args.seeds)
             }
             scenarios[name] = summarise(seeds)
     except (FileNotFoundError, ValueError) as err:
@@ -158,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     meets = all(s["meets_target"] for s in scenarios.values())  # type: ignore[index]
     return emit(
-        "lending_policy", {"jobs": args.jobs, "seeds": args.seeds}, scenarios, started, meets
+        "lending_policy",
+        {"jobs": args.jobs, "seeds": args.seeds, "first_seed": args.first_seed},
+        scenarios,
+        started,
+        meets,
     )
 
 
