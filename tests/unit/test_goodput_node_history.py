@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from slurmkube.api import well_known as wk
+from slurmkube.controllers.goodput_observe import FleetInputs, snapshot
+from slurmkube.controllers.node_entry import NodeEntry
 from slurmkube.goodput import GoodputLedger, Health, NodeHealthChanged, Side
 from slurmkube.goodput.handovers import BACK, LEASE_ENDED, LENT, Handover
 from slurmkube.goodput.live import LiveGang, LiveNode, LiveSnapshot, LiveTranslator
@@ -18,6 +21,7 @@ from slurmkube.goodput.node_history import (
     parse_events,
 )
 from slurmkube.goodput.offline import recompute
+from slurmkube.slurm.models import Node
 
 UP, DRAINED, DOWN = Health.UP, Health.DRAINED, Health.DOWN
 
@@ -140,3 +144,34 @@ def test_live_ticks_with_slurms_reason_time_equal_the_recompute_from_slurmdbd() 
     offline = recompute(nodes, [], window, outages=[Outage("n1", 13.0, 41.0, DRAINED)])
     assert live.report().waste.as_dict() == pytest.approx(offline.report.waste.as_dict())
     assert offline.gpu_seconds["drained_down"] == 4 * 28.0
+
+
+def test_the_exporter_reads_when_slurm_drained_a_node() -> None:
+    """`goodput_observe.snapshot`: a drained or DOWN Slurm node carries its reason time;
+    a node back in service or lent does not (Slurm's time is not its health's then)."""
+
+    def slurm(name: str, state: set[str], reason_at: int) -> Node:
+        return Node(name, frozenset(state), next(iter(state)), gpus=4, reason_changed_at=reason_at)
+
+    inputs = FleetInputs(
+        slurm_nodes=(
+            slurm("drained", {"IDLE", "DRAIN"}, 1700000013),
+            slurm("down", {"DOWN"}, 1700000011),
+            slurm("up", {"IDLE"}, 1700000005),  # a reason cleared: not its health's time
+            slurm("lent", {"IDLE", "DRAIN"}, 1700000009),
+        ),
+        jobs=(),
+        nodes={"lent": NodeEntry(None, None, labels={wk.LABEL_LEASE: "w"})},
+        workloads=(),
+        checks=frozenset({"check"}),
+        domain_label="",
+        namespace_teams={},
+    )
+    found = snapshot(inputs, LiveTranslator(start=0.0).lending_view, 1700000020.0)
+    since = {n.name: (n.health, n.health_since) for n in found.nodes}
+    assert since == {
+        "drained": (DRAINED, 1700000013.0),
+        "down": (DOWN, 1700000011.0),
+        "up": (UP, None),
+        "lent": (UP, None),
+    }
