@@ -317,10 +317,10 @@ def test_live_figures_equal_the_offline_recompute_from_slurms_records(
 def test_live_figures_equal_the_offline_recompute_with_a_node_drained_from_slurmdbd(
     kube: Kube, exporter: int, database: MariaDB, tmp_path: Path
 ) -> None:
-    """The seeded Slurm job mix on a cluster with accounting, one node drained from its
-    start until the sixth submission: the exporter counts the drain from Slurm's reason time,
-    and `slurmkube goodput` from slurmdbd's node events (`sacctmgr list event`); the
-    two agree within 2%, drained GPU-seconds included."""
+    """The seeded Slurm job mix on a cluster with accounting, one node drained from the
+    first submission to the sixth: the exporter counts the drain from Slurm's reason
+    time, and `slurmkube goodput` from slurmdbd's node events (`sacctmgr list event`);
+    the two agree within 2%, drained GPU-seconds included."""
     with accounted_cluster(kube, database, "e2e-goodhealth", replicas=SAMPLE_REPLICAS) as ns:
         # The recompute takes the nodes as present the whole window: it opens on a
         # tick after every slurmd registered (Slurm powers the CLOUD nodes up first).
