@@ -28,7 +28,9 @@ from pathlib import Path
 
 from slurmkube_sim.alibaba import DEFAULT_TRACE_DIR
 from slurmkube_sim.engine import SimOutcome, simulate
+from slurmkube_sim.policy import StaticSplit
 from slurmkube_sim.scenario import SCENARIOS, Comparison, Scenario, compare, worst_p95
+from slurmkube_sim.state import kubernetes_entitled
 
 UPPER_GAP_POINTS = 1.0
 
@@ -53,17 +55,19 @@ def figures(comparison: Comparison, earlier: bool) -> dict[str, dict[str, float 
         }
         for name, o in outcomes.items()
     }
-    fleet = comparison.scenario.fleet
-    blocks = int(str(found["static_best"]["label"]).removeprefix("static-"))
-    found["static_best"]["kubernetes_nodes"] = min(blocks * fleet.nodes_per_block, fleet.nodes)
+    scenario = comparison.scenario
+    split = next(p for p in scenario.policies() if p.label == outcomes["static_best"].label)
+    assert isinstance(split, StaticSplit)
+    fleet = scenario.fleet
+    nodes = min(split.kubernetes_blocks * fleet.nodes_per_block, fleet.nodes)
+    found["static_best"]["kubernetes_nodes"] = nodes
     return found
 
 
-def kubernetes_entitled(scenario: Scenario) -> int:
+def entitled(scenario: Scenario) -> int:
     """Nodes Kubernetes' teams are entitled to (what sharing gives it when it asks)."""
-    teams = scenario.teams()
-    kube = sum(teams[t] for t, _ in scenario.kubernetes_team_shares)
-    return int(kube / sum(teams.values()) * scenario.fleet.nodes)
+    kube_teams = (t for t, _ in scenario.kubernetes_team_shares)
+    return kubernetes_entitled(scenario.teams(), kube_teams, scenario.fleet.nodes, scenario.sharing)
 
 
 def by_entitlement(
@@ -185,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 for seed in range(args.first_seed, args.first_seed + args.seeds)
             }
-            entitled = kubernetes_entitled(scenario)
+            nodes = entitled(scenario)
             scenarios[name] = {
                 **summarise(seeds),
-                "kubernetes_entitled_nodes": entitled,
-                "by_static_entitlement": by_entitlement(seeds, entitled),
+                "kubernetes_entitled_nodes": nodes,
+                "by_static_entitlement": by_entitlement(seeds, nodes),
             }
     except (FileNotFoundError, ValueError) as err:
         print(f"bench/lending_policy.py: {err}", file=sys.stderr)

@@ -357,10 +357,8 @@ def test_live_figures_equal_the_offline_recompute_with_a_node_drained_from_slurm
 
 
 def _all_up(namespace: str) -> bool:
-    names = ",".join(slurm_node(i) for i in range(SAMPLE_REPLICAS))
-    listed = in_ctld(namespace, "sinfo", "-h", "-N", "-n", names, "-o", "%N %t")
-    states = dict(line.split() for line in listed.splitlines() if line.strip())
-    return len(states) == SAMPLE_REPLICAS and all(s == "idle" for s in states.values())
+    states = slurm_states(namespace, [slurm_node(i) for i in range(SAMPLE_REPLICAS)])
+    return len(states) == SAMPLE_REPLICAS and set(states.values()) == {"idle"}
 
 
 def _node_events(namespace: str, drained: str) -> str:

@@ -13,7 +13,7 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmkube.goodput import GoodputLedger, JobEnded, NodeAdded, Side
@@ -79,6 +79,19 @@ class HealthAware:
     @property
     def label(self) -> str:
         return "health-aware-requeue" if self.requeue_on_signal else "health-aware-drain"
+
+
+def kubernetes_entitled(
+    teams: Mapping[str, float], kube_teams: Iterable[str], nodes: int, sharing: Sharing
+) -> int:
+    """Nodes Kubernetes is entitled to: `sharing.kubernetes_share` of them, else the
+    Kubernetes teams' share of the teams' weights."""
+    share = sharing.kubernetes_share
+    if share is None:
+        kube = set(kube_teams)
+        total = sum(teams.values()) or 1.0
+        share = sum(w for t, w in teams.items() if t in kube) / total
+    return int(share * nodes)
 
 
 class RunState:
@@ -231,12 +244,8 @@ class RunState:
         """Nodes Kubernetes is entitled to under sharing: its share, else its teams' weights."""
         if self.sharing is None:
             return 0
-        share = self.sharing.kubernetes_share
-        if share is None:
-            kube_teams = {j.team for j in self.jobs if j.side is Side.KUBERNETES}
-            total = sum(teams.values()) or 1.0
-            share = sum(w for t, w in teams.items() if t in kube_teams) / total
-        return int(share * self.fleet.nodes)
+        kube_teams = {j.team for j in self.jobs if j.side is Side.KUBERNETES}
+        return kubernetes_entitled(teams, kube_teams, self.fleet.nodes, self.sharing)
 
     def _push(self, t: float, kind: int, subject: int, epoch: int) -> None:
         self.seq += 1

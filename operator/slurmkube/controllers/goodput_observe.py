@@ -191,11 +191,12 @@ def _nodes(
         if "POWERED_DOWN" in node.state and not lease:
             continue  # not deployed (autoscaling): no GPUs in the fleet
         fleet = entry.fleet if entry is not None else None
+        slurm = slurm_health(node)
         health, owner, moving = lending_view(
             node.name,
             lent=bool(lease),
             admitted=lease in admitted,
-            slurm=slurm_health(node),
+            slurm=slurm,
             ready=fleet.ready if fleet is not None else True,
         )
         stamps = inputs.handovers.get(node.name, {})
@@ -212,14 +213,14 @@ def _nodes(
             transferable=bool(inputs.checks),
             moved_at=moved_at,
             settled_at=settled_at,
-            health_since=_slurm_since(node, health),
+            health_since=_slurm_since(node, health, slurm),
         )
 
 
-def _slurm_since(node: Node, health: Health) -> float | None:
-    """When Slurm took the node out of service, if that is its health now (Slurm sets
-    the reason then, and slurmdbd records the same second); None when Slurm cannot say
-    (back in service, or down in Kubernetes only)."""
-    if health is Health.UP or health is not slurm_health(node) or not node.reason_changed_at:
+def _slurm_since(node: Node, health: Health, slurm: Health) -> float | None:
+    """When Slurm took the node out of service, if that is its health now (`slurm`:
+    Slurm's view; Slurm sets the reason then, and slurmdbd records the same second);
+    None when Slurm cannot say (back in service, or down in Kubernetes only)."""
+    if health is Health.UP or health is not slurm or not node.reason_changed_at:
         return None
     return float(node.reason_changed_at)
