@@ -121,8 +121,8 @@ def test_the_recompute_counts_a_drained_node_out_of_the_healthy_gpus() -> None:
 
 
 def test_live_ticks_with_slurms_reason_time_equal_the_recompute_from_slurmdbd() -> None:
-    """The exporter sees the drain a tick late but takes Slurm's reason time; it sees
-    the resume at its tick, which slurmdbd records to the second."""
+    """The exporter sees the drain and the resume a tick late but takes Slurm's times
+    (the reason's, then the resume's `last_busy`), which slurmdbd records too."""
     window = (0.0, 60.0)
     translator = LiveTranslator(start=0.0)
     live = GoodputLedger(window, {"t": 1.0})
@@ -131,8 +131,8 @@ def test_live_ticks_with_slurms_reason_time_equal_the_recompute_from_slurmdbd() 
         (10.0, UP, None),
         (20.0, DRAINED, 13.0),  # drained at 13 s, seen at 20 s
         (30.0, DRAINED, 13.0),
-        (41.0, UP, None),  # resumed at 41 s (Slurm clears the reason: no time)
-        (50.0, UP, None),
+        (41.0, UP, 37.0),  # resumed at 37 s, seen at 41 s
+        (50.0, UP, 37.0),
     ]
     for t, health, since in ticks:
         node = LiveNode("n1", 4, health, health_since=since)
@@ -141,24 +141,41 @@ def test_live_ticks_with_slurms_reason_time_equal_the_recompute_from_slurmdbd() 
         live.advance_to(t)
     live.advance_to(window[1])
     nodes = (LiveNode("n0", 4), LiveNode("n1", 4))
-    offline = recompute(nodes, [], window, outages=[Outage("n1", 13.0, 41.0, DRAINED)])
+    offline = recompute(nodes, [], window, outages=[Outage("n1", 13.0, 37.0, DRAINED)])
     assert live.report().waste.as_dict() == pytest.approx(offline.report.waste.as_dict())
-    assert offline.gpu_seconds["drained_down"] == 4 * 28.0
+    assert offline.gpu_seconds["drained_down"] == 4 * 24.0
+
+
+def test_a_resume_counts_from_the_tick_when_slurms_time_is_older_than_the_last_tick() -> None:
+    """A `last_busy` before the last tick is an earlier job's end (a resume of a busy
+    node does not set it): the resume is the tick's, not that time's."""
+    translator = LiveTranslator(start=0.0)
+    times = []
+    for t, health, since in [(0.0, UP, 5.0), (10.0, DRAINED, 8.0), (20.0, UP, 5.0)]:
+        shot = LiveSnapshot(t, (LiveNode("n1", 4, health, health_since=since),), ())
+        times += [e.t for e in translator.translate(shot) if isinstance(e, NodeHealthChanged)]
+    assert times == [8.0, 20.0]
 
 
 def test_the_exporter_reads_when_slurm_drained_a_node() -> None:
-    """`goodput_observe.snapshot`: a drained or DOWN Slurm node carries its reason time;
-    a node back in service or lent does not (Slurm's time is not its health's then)."""
+    """`goodput_observe.snapshot`: a drained or DOWN Slurm node carries its reason time,
+    an idle one in service its `last_busy` (a resume's time); a busy or lent node does
+    not (Slurm's time is not its health's then)."""
 
-    def slurm(name: str, state: set[str], reason_at: int) -> Node:
-        return Node(name, frozenset(state), next(iter(state)), gpus=4, reason_changed_at=reason_at)
+    def slurm(name: str, state: set[str], reason_at: int, busy_at: int = 0) -> Node:
+        base = next(iter(state - {"DRAIN"}))
+        return Node(
+            name, frozenset(state), base, gpus=4, reason_changed_at=reason_at, last_busy=busy_at
+        )
 
     inputs = FleetInputs(
         slurm_nodes=(
             slurm("drained", {"IDLE", "DRAIN"}, 1700000013),
             slurm("down", {"DOWN"}, 1700000011),
             slurm("up", {"IDLE"}, 1700000005),  # a reason cleared: not its health's time
-            slurm("lent", {"IDLE", "DRAIN"}, 1700000009),
+            slurm("resumed", {"IDLE"}, 1700000005, 1700000017),
+            slurm("busy", {"ALLOCATED"}, 0, 1700000017),
+            slurm("lent", {"IDLE", "DRAIN"}, 1700000009, 1700000003),
         ),
         jobs=(),
         nodes={"lent": NodeEntry(None, None, labels={wk.LABEL_LEASE: "w"})},
@@ -173,5 +190,7 @@ def test_the_exporter_reads_when_slurm_drained_a_node() -> None:
         "drained": (DRAINED, 1700000013.0),
         "down": (DOWN, 1700000011.0),
         "up": (UP, None),
+        "resumed": (UP, 1700000017.0),
+        "busy": (UP, None),
         "lent": (UP, None),
     }

@@ -218,9 +218,13 @@ def _nodes(
 
 
 def _slurm_since(node: Node, health: Health, slurm: Health) -> float | None:
-    """When Slurm took the node out of service, if that is its health now (`slurm`:
-    Slurm's view; Slurm sets the reason then, and slurmdbd records the same second);
-    None when Slurm cannot say (back in service, or down in Kubernetes only)."""
-    if health is Health.UP or health is not slurm or not node.reason_changed_at:
+    """When Slurm last changed the node's health, if that is its health now (`slurm`:
+    Slurm's view); slurmdbd records the same second. A drain or DOWN began at its
+    reason's time; an idle node back in service was resumed at its `last_busy`, which
+    a resume sets (and so does a job ending: the translator takes it only if it falls
+    after its last tick). None when Slurm cannot say (busy, or down in Kubernetes only)."""
+    if health is not slurm:
         return None
-    return float(node.reason_changed_at)
+    if health is Health.UP:
+        return float(node.last_busy) if node.last_busy and not node.busy else None
+    return float(node.reason_changed_at) if node.reason_changed_at else None

@@ -82,8 +82,8 @@ class LiveNode:
     # otherwise the snapshot's time.
     moved_at: float | None = None
     settled_at: float | None = None
-    # When its health last changed, if Slurm says (a drain's or DOWN's reason time);
-    # otherwise the snapshot's time.
+    # When its health last changed, if Slurm says (a drain's or DOWN's reason time, a
+    # resume's last_busy); otherwise the snapshot's time.
     health_since: float | None = None
 
 
@@ -223,8 +223,7 @@ class LiveTranslator:
                 )
                 known = _Node(node.gpus, node.owner, node.pool, node.transferable)
             if node.health is not known.health:
-                since = now if node.health_since is None else min(now, node.health_since)
-                emit(NodeHealthChanged(since, node.name, node.health))
+                emit(NodeHealthChanged(self._health_changed_at(node, now), node.name, node.health))
             began = now if node.moved_at is None else node.moved_at
             ended = now if node.settled_at is None else node.settled_at
             if node.moving_to is not None and node.moving_to is not known.moving_to:
@@ -238,6 +237,15 @@ class LiveTranslator:
             emit(NodeRemoved(now, name))
         for name in set(self._domains) - seen - set(self._nodes):
             del self._domains[name]
+
+    def _health_changed_at(self, node: LiveNode, now: float) -> float:
+        """Slurm's time for the change if it gave one, else now. A return to service
+        counts from Slurm's time only if that falls after the last tick: an older one
+        is an earlier job's end, not the resume."""
+        since = node.health_since
+        if since is None or (node.health is Health.UP and since <= self._now):
+            return now
+        return min(now, since)
 
     # --- what the ledger gets ---------------------------------------------------------
 
