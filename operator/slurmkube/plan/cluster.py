@@ -58,7 +58,7 @@ from slurmkube.plan.model import (
 )
 from slurmkube.plan.objects import accounting_objects, kueue_objects
 from slurmkube.plan.removal import busy_labels, plan_removal
-from slurmkube.plan.rollout import Rollout, plan_rollout
+from slurmkube.plan.rollout import STARTING_LOOK_SECONDS, Rollout, plan_rollout
 from slurmkube.plan.topology_status import topology_conditions, topology_summary
 from slurmkube.plan.upgrade import plan_upgrade
 from slurmkube.plan.upgrade_input import rendered_bundle, upgrade_input
@@ -253,6 +253,8 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         delete_once_drained=removal.delete_once_drained,
         drain_reasons=reasons,
         rolling=frozenset(config.held).union(upgrade.holding, *(r.holding for r in rollouts)),
+        look_again_seconds=STARTING_LOOK_SECONDS if any(r.starting for r in rollouts) else None,
+        pods_go_when_idle=removal.go_when_idle.union(*(r.go_when_idle for r in rollouts)),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
         conditions=conditions if upgrade.condition is None else (*conditions, upgrade.condition),

@@ -14,9 +14,11 @@ sets every node's select data before it compares times, proc_req.c). When
 nodes changed, the poll reads them and patches the busy label of only the
 pods whose label differs from what Slurm shows (`busy_labels`). An
 autoscaled cluster also reconciles then: Slurm's power saving is no
-Kubernetes event. Any cluster reconciles when Slurm stops or starts
-answering the poll, so its Ready condition says so within a poll, not at the
-next resync (on real kubelets nothing else may trigger one for 30 s). Node
+Kubernetes event; nor is a job's end, so any cluster reconciles when a node
+whose slurmd pod goes once idle (a scale-in, a rollout) is. Any cluster
+reconciles when Slurm stops or starts answering the poll, so its Ready
+condition says so within a poll, not at the next resync (on real kubelets
+nothing else may trigger one for 30 s). Node
 changes no job and no power saving made (an admin's drain, a slurmd lost)
 are read by the cluster's reconcile: its resync, or the event behind it.
 """
@@ -24,7 +26,7 @@ are read by the cluster's reconcile: its resync, or the event behind it.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -96,12 +98,20 @@ def plan_poll(
     slurm_nodes: Mapping[str, RemovalNode] | None,
     answered: bool = True,
     answered_before: bool | None = None,
+    go_when_idle: Collection[str] = (),
 ) -> PollStep:
     """`changed`: Slurm changed a node since the last read, or cannot say it did
     not; `slurm_nodes`: the nodes read then (None: not read, or Slurm silent);
     `answered`: Slurm answered this poll, `answered_before` the last one (None:
-    no poll yet)."""
+    no poll yet); `go_when_idle`: the last plan's drained nodes whose pod goes
+    once their job ends (plan.model.Plan.pods_go_when_idle)."""
     flipped = answered_before is not None and answered != answered_before
     if not changed:
         return PollStep(reconcile=flipped)
-    return PollStep(labels=busy_labels(pods, slurm_nodes), reconcile=autoscaling or flipped)
+    # A waited-on node is idle (or gone from Slurm): its pod may go now, not at the resync.
+    went_idle = slurm_nodes is not None and any(
+        n not in slurm_nodes or not slurm_nodes[n].busy for n in go_when_idle
+    )
+    return PollStep(
+        labels=busy_labels(pods, slurm_nodes), reconcile=autoscaling or flipped or went_idle
+    )
