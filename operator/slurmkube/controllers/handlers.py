@@ -14,8 +14,9 @@ is written before the reconcile, which follows, reads Slurm. Another queue
 polls Slurm every 2 s for each cluster with slurmd pods (plan/slurm_poll.py:
 jobs first, nodes when a job changed or power saving is due): the busy labels
 follow a job start within the poll, and a cluster's key is added when its
-nodes changed if it autoscales (power saving is no Kubernetes event) or a node
-whose pod goes once idle is (a job's end is none either).
+nodes changed if it autoscales (power saving is no Kubernetes event), a node
+whose pod goes once idle is, or an awaited slurmd registered (a job's end and
+a registration are none either).
 Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
@@ -131,8 +132,10 @@ async def _poll_key(key: Key) -> Result:
         autoscaling=memory.autoscaling,
         answered_before=memory.poll_answered,
         jobs_since=memory.jobs_read_at,
-        nodes_due=memory.node_reads.due(now),
+        # A slurmd registering changes no job: its node is read for while awaited.
+        nodes_due=memory.node_reads.due(now) or bool(memory.awaited),
         go_when_idle=memory.pods_go_when_idle,
+        awaited=memory.awaited,
     )
     memory.nodes_read_at = max(memory.nodes_read_at, read.read_at)
     memory.jobs_read_at = max(memory.jobs_read_at, read.jobs_at)
@@ -343,6 +346,7 @@ def reconcile(
             power = plan.config.power if plan.config is not None else None
             memory.suspend_time = power.suspend_time if power is not None else None
             memory.pods_go_when_idle = plan.pods_go_when_idle
+            memory.awaited = plan.awaited
             if observed.slurm_nodes is not None:
                 memory.node_reads = node_reads(observed.slurm_nodes, memory.suspend_time, now)
             memory.not_responding = not_responding_since(

@@ -81,6 +81,7 @@ def poll_slurm(
     jobs_since: int,
     nodes_due: bool,
     go_when_idle: frozenset[str] = frozenset(),
+    awaited: frozenset[str] = frozenset(),
 ) -> tuple[PollStep, NodesRead]:
     """The step taken (its labels patched) and the read it was planned from."""
     read = read_changed_nodes(
@@ -94,6 +95,7 @@ def poll_slurm(
         answered=read.answered,
         answered_before=answered_before,
         go_when_idle=go_when_idle,
+        awaited=awaited,
     )
     patch_busy_labels(kube, key[0], step.labels)
     return step, read

@@ -149,6 +149,9 @@ class Plan:
     # Drained nodes whose slurmd pod goes once their job ends (a scale-in, a
     # rollout): the poll reconciles when Slurm shows one idle (plan/slurm_poll.py).
     pods_go_when_idle: frozenset[str] = frozenset()
+    # Nodes that should run slurmd (not autoscaled) whose slurmd Slurm does not
+    # hear yet: the poll reconciles when one registers (plan/slurm_poll.py).
+    awaited: frozenset[str] = frozenset()
     # Nodes the config leaves out or holds, one problem each (status.nodeProblems).
     node_problems: tuple[NodeProblem, ...] = ()
     # Ready needs this share of `desired` to respond (spec.readyNodeShare).
