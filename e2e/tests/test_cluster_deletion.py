@@ -16,7 +16,9 @@ from slurmkube_e2e.waiting import wait_for, wait_gone
 
 pytestmark = pytest.mark.e2e
 
-JOB_SECONDS = 40
+# Outlives the deletion's checks (the Deleting condition, a late job pending):
+# seconds after the job starts, here and on a loaded machine.
+JOB_SECONDS = 25
 
 
 def deleting(obj: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -254,7 +254,8 @@ def test_busy_nodes_are_waited_for_and_the_slurm_job_is_never_killed(
 ) -> None:
     ns = bridge.namespace
     busy = ",".join(LENDERS[:3])
-    slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 25").strip()
+    # Runs past the workload's reservation, made within seconds of its creation.
+    slurm_job = in_ctld(ns, "sbatch", "--parsable", "-N3", "-w", busy, "--wrap", "sleep 18").strip()
     wait_job(ns, slurm_job, {"RUNNING"})
     kube.create(gpu_job("waits", pods=2, seconds=5), namespace=ns)
     pending = wait_workload(
@@ -318,7 +319,8 @@ def test_requeue_waits_for_a_job_at_or_above_the_priority_and_never_requeues_it(
     kube: Kube, bridge: Bridge
 ) -> None:
     ns = bridge.namespace
-    protected = sbatch_with_priority(ns, LENDERS, priority=5000, seconds=30)
+    # Runs past the check's "is waited for", written within seconds of the workload.
+    protected = sbatch_with_priority(ns, LENDERS, priority=5000, seconds=20)
     with busy_nodes_policy(
         kube, bridge, policy="Requeue", graceSeconds=0, requeueBelowPriority=1000
     ):

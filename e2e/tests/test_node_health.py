@@ -111,7 +111,8 @@ def test_fatal_condition_drains_the_node_in_slurm_and_requeues_its_job(
 def test_drain_rule_lets_the_running_job_finish_and_starts_no_new_one(
     kube: Kube, cluster: str
 ) -> None:
-    job = sbatch(cluster, "-w", NODE[2], "--wrap", "sleep 25")
+    # The rule drains within a second or two of the condition: 15 s still runs past it.
+    job = sbatch(cluster, "-w", NODE[2], "--wrap", "sleep 15")
     wait_job(cluster, job, {"RUNNING"}, timeout=SLOW)
     set_condition(kube, NODE[2], DRAIN, "True")
     node = wait_slurm_node(cluster, NODE[2], lambda n: "DRAIN" in flags(n))

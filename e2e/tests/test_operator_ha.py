@@ -46,7 +46,7 @@ def test_a_standby_takes_over_and_an_api_server_restart_never_makes_two_leaders(
     first.restart()
 
     # SIGTERM: the leader steps down and releases; the standby takes it at its
-    # next try (kopf's own shutdown goes on for a while after that).
+    # next try.
     stopped_at = time.monotonic()
     second.terminate()
     third, _ = the_leader(replicas, besides=second)

@@ -343,7 +343,9 @@ def _clique_of(domains: dict[str, list[str]], node: str) -> str:
 
 
 def test_a_job_outlives_its_slurmctld_pod(kube: Kube, cluster: str) -> None:
-    job = in_ctld(cluster, "sbatch", "--parsable", "-N2", "--wrap", "sleep 40").strip()
+    # The new slurmctld pod is Ready seconds after the old one is deleted (printed
+    # below; 2-3 s on an idle host): 25 s keeps the job running well past it.
+    job = in_ctld(cluster, "sbatch", "--parsable", "-N2", "--wrap", "sleep 25").strip()
     deadline = time.monotonic() + 60
     while "JobState=RUNNING" not in in_ctld(cluster, "scontrol", "show", "job", job):
         assert time.monotonic() < deadline, "the job never started"

@@ -1,5 +1,6 @@
 """A slurmd pod starts slurmd only once slurmctld can serve its config: configless
-slurmd that cannot fetch it retries only after 10 s."""
+slurmd that cannot fetch it retries only after 10 s. slurmrestd waits the same
+way: a request it takes before slurmctld's name resolves waits half a minute."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from slurmkube.build.slurmctld import controller_service
 from slurmkube.build.slurmd import conf_server_wait, slurmd_pod
+from slurmkube.build.slurmrestd import restapi_deployment
 from slurmkube_local.builders import bundle
 
 Manifest = dict[str, Any]
@@ -47,3 +49,10 @@ def test_slurmctlds_name_resolves_before_it_is_ready() -> None:
     spec = controller_service(bundle().cluster)["spec"]
     assert spec["clusterIP"] == "None"
     assert spec["publishNotReadyAddresses"] is True
+
+
+def test_slurmrestd_waits_for_the_slurmctld_slurmd_waits_for() -> None:
+    restd = restapi_deployment(bundle().cluster)["spec"]["template"]["spec"]
+    (wait,) = restd["initContainers"]
+    assert wait["command"] == pod()["initContainers"][0]["command"]
+    assert wait["image"] == restd["containers"][0]["image"]

@@ -155,6 +155,43 @@ def test_scale_in_drains_before_delete(
     assert plan.delete_pods == delete
 
 
+WHEN_IDLE = {
+    "busy, drained now": (SlurmNodeView("gpu-0004", busy=True, drain=False), {"gpu-0004"}),
+    "busy, drained before": (
+        SlurmNodeView("gpu-0004", busy=True, drain=True, reason="slurmkube: slurmd pod removal"),
+        {"gpu-0004"},
+    ),
+    "idle: its pod goes now": (
+        SlurmNodeView("gpu-0004", busy=False, drain=True, reason="slurmkube: slurmd pod removal"),
+        set(),
+    ),
+    # Its pod waits for Slurm to give up on the node, not for a job's end.
+    "busy, not reached": (
+        SlurmNodeView("gpu-0004", busy=True, drain=False, responding=False),
+        set(),
+    ),
+}
+
+
+@pytest.mark.parametrize(("state", "waiting"), WHEN_IDLE.values(), ids=WHEN_IDLE.keys())
+def test_a_scale_in_names_the_busy_nodes_whose_pod_goes_when_their_job_ends(
+    state: SlurmNodeView, waiting: set[str]
+) -> None:
+    slurm = {n: idle(n) for n in NODES[:3]} | {"gpu-0004": state}
+    plan = plan_cluster(observed(replicas=3, pods=NODES, slurm=slurm))
+    assert plan.pods_go_when_idle == waiting
+
+
+def test_the_plan_awaits_the_slurmd_of_each_wanted_node_slurm_does_not_hear() -> None:
+    slurm = {n: idle(n) for n in NODES[:2]} | {
+        "gpu-0003": SlurmNodeView("gpu-0003", busy=False, drain=False, responding=False)
+    }
+    plan = plan_cluster(observed(replicas=4, pods=NODES, slurm=slurm))
+    # gpu-0003 not responding yet, gpu-0004 not in Slurm's list yet.
+    assert plan.awaited == {"gpu-0003", "gpu-0004"}
+    assert plan_cluster(observed(replicas=4, pods=NODES, slurm=None)).awaited == frozenset()
+
+
 def test_a_node_drained_now_names_its_pod_to_go_once_slurm_confirms_the_drain() -> None:
     slurm = {n: idle(n) for n in NODES[:3]} | {
         "gpu-0004": SlurmNodeView("gpu-0004", busy=False, drain=False)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.documents import DocumentError, parse_cluster
@@ -14,7 +16,7 @@ from slurmkube.build.slurmctld import controller_statefulset
 from slurmkube.build.slurmd import slurmd_pod
 from slurmkube.build.slurmdbd import slurmdbd_deployment
 from slurmkube.build.slurmrestd import restapi_deployment
-from slurmkube.plan.deletion import deletion_conditions, plan_deletion
+from slurmkube.plan.deletion import deletion_conditions, plan_deletion, reads_slurm
 from slurmkube.plan.model import SlurmNodeView
 from slurmkube_local.builders import cluster_docs
 
@@ -119,6 +121,28 @@ def test_deletion_waits_only_while_jobs_can_be_kept(
     assert (step.proceed, step.drain) == expected
     if not step.proceed:
         assert wk.ANNOTATION_FORCE_DELETE in step.message
+
+
+SLURM_SEEN = st.one_of(
+    st.none(),
+    st.dictionaries(st.sampled_from("abc"), st.sampled_from(["busy", "idle", "drained"])).map(
+        lambda states: nodes(**states)
+    ),
+)
+
+
+@given(st.sampled_from(["Drain", "Delete"]), st.booleans(), st.booleans(), SLURM_SEEN, SLURM_SEEN)
+def test_slurm_is_read_only_when_its_answer_can_change_the_step(
+    policy: str, forced: bool, controller: bool, seen: Slurm, other: Slurm
+) -> None:
+    # A read that cannot change the step would only wait on a slurmctld going away.
+    if reads_slurm(policy=policy, forced=forced, controller_running=controller):
+        return
+    steps = [
+        plan_deletion(policy=policy, forced=forced, slurm_nodes=s, controller_running=controller)
+        for s in (seen, other)
+    ]
+    assert steps[0] == steps[1]
 
 
 def test_a_waiting_deletion_is_a_condition_beside_the_others() -> None:

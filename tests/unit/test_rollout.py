@@ -9,6 +9,7 @@ import pytest
 from slurmkube.api import well_known as wk
 from slurmkube.plan.cluster import plan_cluster
 from slurmkube.plan.model import Observed, PodView, SlurmNodeView
+from slurmkube.plan.rollout import STARTING_LOOK_SECONDS
 from slurmkube.topology.fleet import fleet_node
 from slurmkube_local.builders import bundle, nvl_fleet
 
@@ -56,6 +57,7 @@ def test_pods_with_todays_template_are_left_alone() -> None:
     pods = [pod(n, current_hash(n)) for n in NODES]
     plan = plan_cluster(observed(pods, {n: node(n) for n in NODES}))
     assert plan.drain == () and plan.delete_pods == () and plan.rolling == frozenset()
+    assert plan.look_again_seconds is None
 
 
 def test_pods_from_before_template_hashes_are_not_rolled_on_an_operator_upgrade() -> None:
@@ -70,6 +72,8 @@ def test_pods_from_before_template_hashes_are_not_rolled_on_an_operator_upgrade(
         (1, {"gpu-0001"}, ("gpu-0002",)),
         (2, {"gpu-0001", "gpu-0002"}, ("gpu-0003", "gpu-0004")),
         (3, set(), ("gpu-0001", "gpu-0002", "gpu-0003")),
+        # Every node busy: drained all the same, each pod going once its job ends.
+        (2, set(NODES), ("gpu-0001", "gpu-0002")),
     ],
 )
 def test_outdated_pods_are_drained_max_unavailable_at_a_time_idle_first(
@@ -81,6 +85,7 @@ def test_outdated_pods_are_drained_max_unavailable_at_a_time_idle_first(
     assert plan.drain == drain
     assert plan.delete_pods == ()
     assert plan.rolling == frozenset(drain)
+    assert plan.pods_go_when_idle == frozenset(drain) & busy
 
 
 def test_a_drained_idle_outdated_pod_is_deleted_and_its_node_stays_drained() -> None:
@@ -95,6 +100,8 @@ def test_a_drained_outdated_node_with_a_job_keeps_its_pod() -> None:
     slurm = {n: node(n) for n in NODES} | {"gpu-0001": node("gpu-0001", True, drained=True)}
     plan = plan_cluster(observed([pod(n) for n in NODES], slurm))
     assert plan.delete_pods == () and plan.drain == ()
+    # Its job's end is no event: the poll reconciles when Slurm shows the node idle.
+    assert plan.pods_go_when_idle == {"gpu-0001"}
 
 
 def test_a_replacement_still_starting_counts_against_max_unavailable() -> None:
@@ -102,10 +109,13 @@ def test_a_replacement_still_starting_counts_against_max_unavailable() -> None:
     pods = [pod("gpu-0001", now, ready=False)] + [pod(n) for n in NODES[1:]]
     plan = plan_cluster(observed(pods, {n: node(n) for n in NODES}))
     assert plan.drain == () and plan.delete_pods == ()
+    # Its turning Ready is no event: the reconcile looks again soon, not at the resync.
+    assert plan.look_again_seconds == STARTING_LOOK_SECONDS
     # Once it is ready, the next one goes.
     pods[0] = pod("gpu-0001", now)
     plan = plan_cluster(observed(pods, {n: node(n) for n in NODES}))
     assert plan.drain == ("gpu-0002",)
+    assert plan.look_again_seconds is None
 
 
 def test_on_delete_replaces_nothing() -> None:

@@ -115,6 +115,40 @@ def test_a_cluster_reconciles_when_slurm_stops_or_starts_answering(
     assert step.reconcile is reconcile
 
 
+@pytest.mark.parametrize(
+    ("nodes", "reconcile"),
+    [
+        (slurm(a=True, b=False), False),  # its job still runs
+        (slurm(a=False, b=False), True),  # its job ended: its pod may go now
+        (slurm(b=False), True),  # Slurm no longer has it
+        (None, False),  # Slurm silent: nothing known
+    ],
+)
+def test_a_cluster_reconciles_when_a_node_whose_pod_goes_once_idle_is(
+    nodes: dict[str, SlurmNodeView] | None, reconcile: bool
+) -> None:
+    step = plan_poll(
+        autoscaling=False, changed=True, pods=[], slurm_nodes=nodes, go_when_idle={"a"}
+    )
+    assert step.reconcile is reconcile
+
+
+@pytest.mark.parametrize(
+    ("nodes", "reconcile"),
+    [
+        ({"a": SlurmNodeView("a", busy=False, drain=False, responding=False)}, False),
+        ({"a": SlurmNodeView("a", busy=False, drain=False)}, True),  # its slurmd registered
+        (slurm(b=False), False),  # not in Slurm's list yet
+        (None, False),
+    ],
+)
+def test_a_cluster_reconciles_when_a_slurmd_it_awaits_registers(
+    nodes: dict[str, SlurmNodeView] | None, reconcile: bool
+) -> None:
+    step = plan_poll(autoscaling=False, changed=True, pods=[], slurm_nodes=nodes, awaited={"a"})
+    assert step.reconcile is reconcile
+
+
 NOW = 1_800_000_000.0
 
 

@@ -54,6 +54,9 @@ class Chaos:
     api_server: LocalCluster | None  # None: the API server cannot be restarted (kind)
     max_time: str = "1-00:00:00"
     holder: LentHolder | None = None  # a Kueue workload on lent nodes throughout
+    # Seconds a busy-node fault's job has left at least when it strikes; None:
+    # each fault's own (a run of short jobs sets fewer).
+    busy_left: int | None = None
 
     def since(self, started: float) -> str:
         return f"{time.monotonic() - started:.1f}s"
@@ -67,7 +70,7 @@ Fault = Callable[[Chaos, FaultReport], Settled]
 
 def busy_target(ctx: Chaos, min_seconds_left: int) -> tuple[RunningJob, str, Manifest]:
     """A running job with time left, one of its nodes (seeded) and that node's slurmd pod."""
-    job = ctx.jobs.victim(min_seconds_left)
+    job = ctx.jobs.victim(ctx.busy_left or min_seconds_left)
     node = ctx.rng.choice(sorted(job.nodes))
     pod = slurmd_pod_on(ctx.kube, ctx.namespace, node)
     assert pod is not None, f"job {job.job_id} runs on {node}, which has no slurmd pod"

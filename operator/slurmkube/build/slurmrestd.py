@@ -25,6 +25,7 @@ from slurmkube.build.pod import (
     exec_readiness,
     slurm_etc,
 )
+from slurmkube.build.slurmd import conf_server_wait
 
 SOCKET_DIR: Final = "/run/slurmrestd"
 SOCKET: Final = f"{SOCKET_DIR}/slurmrestd.socket"
@@ -184,6 +185,13 @@ def restapi_deployment(
         containers.append(_tls_proxy(cluster, image))
         volumes += _tls_volumes(cluster, secret)
     pod = {
+        # A request that reaches slurmrestd before slurmctld's name resolves waits
+        # half a minute for its answer (slurmrestd retries the controller it could
+        # not resolve), and holds up the reconcile that asked: start once slurmctld
+        # listens, as slurmd does.
+        "initContainers": [
+            conf_server_wait(names.controller_fqdn, wk.SLURMCTLD_PORT, image=container["image"])
+        ],
         "containers": containers,
         "volumes": volumes,
         "securityContext": {"fsGroup": RESTD_UID},

@@ -22,7 +22,12 @@ from slurmkube.controllers.clients import SlurmClients
 from slurmkube.controllers.observe import API, slurm_view
 from slurmkube.kube.client import Kube, Manifest
 from slurmkube.plan.conditions import timestamp
-from slurmkube.plan.deletion import DRAIN_REASON, deletion_conditions, plan_deletion
+from slurmkube.plan.deletion import (
+    DRAIN_REASON,
+    deletion_conditions,
+    plan_deletion,
+    reads_slurm,
+)
 from slurmkube.plan.model import SlurmNodeView
 from slurmkube.slurm.drain import drain
 from slurmkube.slurm.errors import SlurmError
@@ -62,18 +67,21 @@ def hold_while_jobs_run(kube: Kube, clients: SlurmClients, obj: Manifest) -> Non
         cluster = from_object(SlurmCluster, obj)
     except ValidationError:
         return  # a spec the operator never ran: nothing of it to keep
+    policy = cluster.spec.deletion_policy
+    forced = (meta.get("annotations") or {}).get(wk.ANNOTATION_FORCE_DELETE) == "true"
+    running = _controller_running(kube, cluster)
     slurm = clients.rest(kube, cluster)
     nodes: dict[str, SlurmNodeView] | None = None
-    if slurm is not None:
+    if slurm is not None and reads_slurm(policy=policy, forced=forced, controller_running=running):
         try:
             nodes = {n.name: slurm_view(n) for n in slurm.current_nodes().nodes}
         except SlurmError as err:
             log.info("deletion: Slurm unreadable cluster=%s error=%s", meta["name"], err)
     step = plan_deletion(
-        policy=cluster.spec.deletion_policy,
-        forced=(meta.get("annotations") or {}).get(wk.ANNOTATION_FORCE_DELETE) == "true",
+        policy=policy,
+        forced=forced,
         slurm_nodes=nodes,
-        controller_running=_controller_running(kube, cluster),
+        controller_running=running,
         registered=(obj.get("status") or {}).get("slurmdRegistered"),
     )
     for node in step.drain:

@@ -6,15 +6,17 @@ specs read, resources, readiness, cordon; not heartbeats, not labels no config
 reads) adds the cluster's key to the queue, debounced by
 `spec.topology.debounceSeconds` (topology/debounce.py): a burst of label
 changes costs one reconcile; a slurmd pod gone adds it at once. The queue
-(`controllers/queue.py`) holds every "when next": the 30 s resync and a
-pending config's next look come back as the reconcile's `requeue_after`, a
-failed reconcile is backed off. A Node change goes through the config queue
-first (controllers/early_config.py): its config is written before the
-reconcile, which follows, reads Slurm. Another queue polls Slurm every 2 s for
-each cluster with slurmd pods (plan/slurm_poll.py: jobs first, nodes when a job
-changed or power saving is due): the busy labels follow a job start within the
-poll, and an autoscaled cluster's key is added when its nodes changed (power
-saving is no Kubernetes event).
+(`controllers/queue.py`) holds every "when next": the 30 s resync, a
+pending config's next look and a rollout's (plan/rollout.py) come back as the
+reconcile's `requeue_after`, a failed reconcile is backed off. A Node change
+goes through the config queue first (controllers/early_config.py): its config
+is written before the reconcile, which follows, reads Slurm. Another queue
+polls Slurm every 2 s for each cluster with slurmd pods (plan/slurm_poll.py:
+jobs first, nodes when a job changed or power saving is due): the busy labels
+follow a job start within the poll, and a cluster's key is added when its
+nodes changed if it autoscales (power saving is no Kubernetes event), a node
+whose pod goes once idle is, or an awaited slurmd registered (a job's end and
+a registration are none either).
 Only the leader reconciles; the leader check is the queues' `leading`.
 """
 
@@ -130,7 +132,10 @@ async def _poll_key(key: Key) -> Result:
         autoscaling=memory.autoscaling,
         answered_before=memory.poll_answered,
         jobs_since=memory.jobs_read_at,
-        nodes_due=memory.node_reads.due(now),
+        # A slurmd registering changes no job: its node is read for while awaited.
+        nodes_due=memory.node_reads.due(now) or bool(memory.awaited),
+        go_when_idle=memory.pods_go_when_idle,
+        awaited=memory.awaited,
     )
     memory.nodes_read_at = max(memory.nodes_read_at, read.read_at)
     memory.jobs_read_at = max(memory.jobs_read_at, read.jobs_at)
@@ -340,6 +345,8 @@ def reconcile(
             plan = plan_cluster(observed, configured)
             power = plan.config.power if plan.config is not None else None
             memory.suspend_time = power.suspend_time if power is not None else None
+            memory.pods_go_when_idle = plan.pods_go_when_idle
+            memory.awaited = plan.awaited
             if observed.slurm_nodes is not None:
                 memory.node_reads = node_reads(observed.slurm_nodes, memory.suspend_time, now)
             memory.not_responding = not_responding_since(
@@ -374,6 +381,8 @@ def reconcile(
     if memory.polled:
         POLLS.add(key, State.settings.autoscale_poll_seconds)
     requeue = RESYNC_SECONDS
+    if plan.look_again_seconds is not None:
+        requeue = min(requeue, plan.look_again_seconds)
     if plan.rendered and any(c.reason == "Propagating" for c in conditions):
         # Come back when the window ends, not at the next resync.
         window = State.settings.propagation_seconds

@@ -53,6 +53,10 @@ class ClusterMemory:
     node_reads: NodeReads = field(default_factory=NodeReads)
     # slurm.conf's SuspendTime (None: no power saving).
     suspend_time: int | None = None
+    # The last plan's drained nodes whose slurmd pod goes once their job ends.
+    pods_go_when_idle: frozenset[str] = frozenset()
+    # The last plan's nodes whose slurmd Slurm does not hear yet (Plan.awaited).
+    awaited: frozenset[str] = frozenset()
     # The config hash its ConfigMap holds and since when (plan/reconfigure.py). In
     # memory only: after an operator restart the whole window is waited again.
     config_clock: ConfigClock | None = None

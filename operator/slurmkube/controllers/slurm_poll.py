@@ -80,6 +80,8 @@ def poll_slurm(
     answered_before: bool | None,
     jobs_since: int,
     nodes_due: bool,
+    go_when_idle: frozenset[str] = frozenset(),
+    awaited: frozenset[str] = frozenset(),
 ) -> tuple[PollStep, NodesRead]:
     """The step taken (its labels patched) and the read it was planned from."""
     read = read_changed_nodes(
@@ -92,6 +94,8 @@ def poll_slurm(
         slurm_nodes=read.nodes,
         answered=read.answered,
         answered_before=answered_before,
+        go_when_idle=go_when_idle,
+        awaited=awaited,
     )
     patch_busy_labels(kube, key[0], step.labels)
     return step, read

@@ -10,6 +10,7 @@ served nothing for minutes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -75,7 +76,12 @@ class Reflector:
         self._stop.set()
         response = self._response
         if response is not None:
-            response.close()  # ends a watch blocked on its socket
+            # A shutdown ends the watch's blocked read at once. A close would wait
+            # for that read to return (the response's buffer lock it holds): until
+            # the next Node event, and kopf's cleanup, the Lease's release with it,
+            # waits on this call.
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                response.shutdown()  # raises once the thread released the connection
 
     def _run(self) -> None:
         failures = 0

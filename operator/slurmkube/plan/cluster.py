@@ -58,7 +58,7 @@ from slurmkube.plan.model import (
 )
 from slurmkube.plan.objects import accounting_objects, kueue_objects
 from slurmkube.plan.removal import busy_labels, plan_removal
-from slurmkube.plan.rollout import Rollout, plan_rollout
+from slurmkube.plan.rollout import STARTING_LOOK_SECONDS, Rollout, plan_rollout
 from slurmkube.plan.topology_status import topology_conditions, topology_summary
 from slurmkube.plan.upgrade import plan_upgrade
 from slurmkube.plan.upgrade_input import rendered_bundle, upgrade_input
@@ -253,6 +253,9 @@ def plan_cluster(observed: Observed, configured: Configured | Condition | None =
         delete_once_drained=removal.delete_once_drained,
         drain_reasons=reasons,
         rolling=frozenset(config.held).union(upgrade.holding, *(r.holding for r in rollouts)),
+        look_again_seconds=STARTING_LOOK_SECONDS if any(r.starting for r in rollouts) else None,
+        pods_go_when_idle=removal.go_when_idle.union(*(r.go_when_idle for r in rollouts)),
+        awaited=_awaited(desired, scaling, observed.slurm_nodes),
         desired=desired,
         members={ns: tuple(nodes) for ns, nodes in config.members.items()},
         conditions=conditions if upgrade.condition is None else (*conditions, upgrade.condition),
@@ -290,6 +293,25 @@ def nodes_valid(problems: Mapping[str, NodeProblem]) -> Condition:
         return Condition("NodesValid", True, "AllValid", "no node left out or held")
     sample = ", ".join(f"{n} ({problems[n].reason})" for n in sorted(problems)[:10])
     return Condition("NodesValid", False, "NodeProblems", f"{len(problems)} nodes: {sample}")
+
+
+def _awaited(
+    desired: Mapping[str, tuple[str, ...]],
+    scaling: Mapping[str, Scaling],
+    slurm_nodes: Mapping[str, SlurmNodeView] | None,
+) -> frozenset[str]:
+    """Desired nodes of NodeSets that do not autoscale whose slurmd Slurm does not
+    hear (yet): a new pod's registration is no Kubernetes event. Autoscaled ones
+    are polled anyway; without Slurm's answer the poll's own flip reconciles."""
+    if slurm_nodes is None:
+        return frozenset()
+    return frozenset(
+        node
+        for name, nodes in desired.items()
+        if name not in scaling
+        for node in nodes
+        if node not in slurm_nodes or not slurm_nodes[node].responding
+    )
 
 
 def _power(view: SlurmNodeView | None) -> str:

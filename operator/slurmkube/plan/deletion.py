@@ -59,6 +59,13 @@ def slurmd_registered(
     return None
 
 
+def reads_slurm(*, policy: str, forced: bool, controller_running: bool) -> bool:
+    """Whether Slurm's answer can change the step: not when the deletion goes
+    anyway. A read then would only wait on a slurmctld going away, which
+    slurmrestd retries for half a minute before it answers."""
+    return policy != "Delete" and not forced and controller_running
+
+
 def plan_deletion(
     *,
     policy: str,

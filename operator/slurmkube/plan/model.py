@@ -143,6 +143,15 @@ class Plan:
     # Nodes drained for a change under way (a pod replacement, a held config
     # change, a GPU health event): not to be resumed yet.
     rolling: frozenset[str] = frozenset()
+    # Seconds until the reconcile should look again although no event may come
+    # (a rollout waiting on a replacement to start: plan/rollout.py); None: the resync.
+    look_again_seconds: float | None = None
+    # Drained nodes whose slurmd pod goes once their job ends (a scale-in, a
+    # rollout): the poll reconciles when Slurm shows one idle (plan/slurm_poll.py).
+    pods_go_when_idle: frozenset[str] = frozenset()
+    # Nodes that should run slurmd (not autoscaled) whose slurmd Slurm does not
+    # hear yet: the poll reconciles when one registers (plan/slurm_poll.py).
+    awaited: frozenset[str] = frozenset()
     # Nodes the config leaves out or holds, one problem each (status.nodeProblems).
     node_problems: tuple[NodeProblem, ...] = ()
     # Ready needs this share of `desired` to respond (spec.readyNodeShare).

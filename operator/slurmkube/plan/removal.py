@@ -58,6 +58,8 @@ class Removal:
     delete_pods: tuple[str, ...] = ()
     # node -> pod: deleted in the same pass if Slurm shows it drained and idle after the drain.
     delete_once_drained: Mapping[str, str] = field(default_factory=dict)
+    # Drained nodes whose pod goes once their job ends.
+    go_when_idle: frozenset[str] = frozenset()
 
 
 def may_lose_pod(node: _Busy | None, overdue: Collection[str], name: str) -> bool:
@@ -77,6 +79,7 @@ def plan_removal(
     drain: list[str] = []
     delete: list[str] = []
     once_drained: dict[str, str] = {}
+    go_when_idle: set[str] = set()
     if slurm_nodes is None:
         return Removal()  # cannot tell whether a job runs there: keep every pod
     for pod in sorted(pods, key=lambda p: p.name):
@@ -97,9 +100,13 @@ def plan_removal(
         elif not state.drain:
             drain.append(pod.node)
             once_drained[pod.node] = pod.name
+            if state.busy:
+                go_when_idle.add(pod.node)
         elif not state.busy:
             delete.append(pod.name)
-    return Removal(tuple(drain), tuple(delete), once_drained)
+        else:
+            go_when_idle.add(pod.node)
+    return Removal(tuple(drain), tuple(delete), once_drained, frozenset(go_when_idle))
 
 
 def busy_labels(

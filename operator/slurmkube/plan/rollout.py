@@ -10,18 +10,30 @@ comes back with the new template.
 A pod without a template hash predates this mechanism; it is left alone rather
 than rolled on an operator upgrade, unless a Slurm upgrade gives it another
 image (plan/upgrade.py).
+
+A replacement turning Ready is no event the operator reconciles on (a slurmd
+pod's status changes all the time): while outdated pods wait on one, the
+reconcile comes back after `STARTING_LOOK_SECONDS`, not at the 30 s resync,
+which would otherwise pace a rollout at one node per resync. A busy node's
+job ending is no event either: `go_when_idle` names the drained nodes whose pod
+goes then, and Slurm's 2 s poll reconciles when one of them is idle
+(plan/slurm_poll.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from slurmkube.api import well_known as wk
 from slurmkube.api.models import NodeSet
 from slurmkube.build.names import Manifest
 from slurmkube.plan.removal import may_lose_pod
+
+# How soon a reconcile looks again while a replacement starts: a pod starts in
+# seconds; a stuck one costs a reconcile per look, so not every 2 s poll.
+STARTING_LOOK_SECONDS: Final = 5.0
 
 
 class RolloutPod(Protocol):
@@ -58,6 +70,10 @@ class Rollout:
     delete_pods: tuple[str, ...] = ()  # outdated pods whose node runs nothing
     # Nodes held drained for their replacement: never resumed meanwhile.
     holding: frozenset[str] = frozenset()
+    # Outdated pods wait on a replacement still starting (missing or not Ready).
+    starting: bool = False
+    # Drained nodes whose outdated pod goes once their job ends.
+    go_when_idle: frozenset[str] = frozenset()
 
 
 def plan_rollout(
@@ -93,9 +109,12 @@ def plan_rollout(
     chosen = waiting[:budget]
     delete = []
     drain = []
+    go_when_idle: set[str] = set()
     for pod in started:
         if may_lose_pod(slurm_nodes.get(pod.node), overdue, pod.node):
             delete.append(pod.name)
+        else:
+            go_when_idle.add(pod.node)
     for pod in chosen:
         node = slurm_nodes.get(pod.node)
         if node is not None and not node.responding and may_lose_pod(node, overdue, pod.node):
@@ -104,10 +123,14 @@ def plan_rollout(
             delete.append(pod.name)
         else:
             drain.append(pod.node)
+            if node.busy:
+                go_when_idle.add(pod.node)
     return Rollout(
         drain=tuple(drain),
         delete_pods=tuple(sorted(delete)),
         holding=frozenset(p.node for p in (*started, *chosen)),
+        starting=unready > 0,
+        go_when_idle=frozenset(go_when_idle),
     )
 
 

@@ -8,23 +8,26 @@ starts or ends, and Slurm's power saving resumes nodes for a job, so the
 poll first asks whether any job changed (`GET /jobs/?update_time=`, the
 same cost at any fleet size). Only then, or when a node read is due
 (`NodeReads`: a node between power states, or an idle node whose SuspendTime
-runs out), does it ask whether a node changed: `GET /nodes/?update_time=`,
-whose empty 304 still costs slurmctld time in proportion to the fleet (it
-sets every node's select data before it compares times, proc_req.c). When
-nodes changed, the poll reads them and patches the busy label of only the
-pods whose label differs from what Slurm shows (`busy_labels`). An
-autoscaled cluster also reconciles then: Slurm's power saving is no
-Kubernetes event. Any cluster reconciles when Slurm stops or starts
-answering the poll, so its Ready condition says so within a poll, not at the
-next resync (on real kubelets nothing else may trigger one for 30 s). Node
-changes no job and no power saving made (an admin's drain, a slurmd lost)
+runs out; or a node whose slurmd the last reconcile awaits), does it ask
+whether a node changed: `GET /nodes/?update_time=`, whose empty 304 still
+costs slurmctld time in proportion to the fleet (it sets every node's select
+data before it compares times, proc_req.c). When nodes changed, the poll
+reads them and patches the busy label of only the pods whose label differs
+from what Slurm shows (`busy_labels`). An autoscaled cluster also reconciles
+then: Slurm's power saving is no Kubernetes event. Nor are a job's end and a
+slurmd's registration, so any cluster reconciles when a node whose slurmd pod
+goes once idle (a scale-in, a rollout) is, and when an awaited slurmd
+registers (a scale-out: the status counts it then). Any cluster reconciles
+when Slurm stops or starts answering the poll, so its Ready condition says so
+within a poll, not at the next resync (on real kubelets nothing else may
+trigger one for 30 s). Other node changes (an admin's drain, a slurmd lost)
 are read by the cluster's reconcile: its resync, or the event behind it.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -96,12 +99,27 @@ def plan_poll(
     slurm_nodes: Mapping[str, RemovalNode] | None,
     answered: bool = True,
     answered_before: bool | None = None,
+    go_when_idle: Collection[str] = (),
+    awaited: Collection[str] = (),
 ) -> PollStep:
     """`changed`: Slurm changed a node since the last read, or cannot say it did
     not; `slurm_nodes`: the nodes read then (None: not read, or Slurm silent);
     `answered`: Slurm answered this poll, `answered_before` the last one (None:
-    no poll yet)."""
+    no poll yet); `go_when_idle`: the last plan's drained nodes whose pod goes
+    once their job ends (plan.model.Plan.pods_go_when_idle); `awaited`: its nodes
+    whose slurmd Slurm did not hear yet (plan.model.Plan.awaited)."""
     flipped = answered_before is not None and answered != answered_before
     if not changed:
         return PollStep(reconcile=flipped)
-    return PollStep(labels=busy_labels(pods, slurm_nodes), reconcile=autoscaling or flipped)
+    # A waited-on node is idle (or gone from Slurm): its pod may go now, not at the resync.
+    went_idle = slurm_nodes is not None and any(
+        n not in slurm_nodes or not slurm_nodes[n].busy for n in go_when_idle
+    )
+    # A new slurmd registered: the status counts it now, not at the resync.
+    came_up = slurm_nodes is not None and any(
+        n in slurm_nodes and slurm_nodes[n].responding for n in awaited
+    )
+    return PollStep(
+        labels=busy_labels(pods, slurm_nodes),
+        reconcile=autoscaling or flipped or went_idle or came_up,
+    )
