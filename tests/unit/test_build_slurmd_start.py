@@ -56,3 +56,6 @@ def test_slurmrestd_waits_for_the_slurmctld_slurmd_waits_for() -> None:
     (wait,) = restd["initContainers"]
     assert wait["command"] == pod()["initContainers"][0]["command"]
     assert wait["image"] == restd["containers"][0]["image"]
+    # slurmrestd runs unprivileged; so does its wait.
+    assert wait["securityContext"]["runAsNonRoot"] is True
+    assert wait["securityContext"]["capabilities"] == {"drop": ["ALL"]}

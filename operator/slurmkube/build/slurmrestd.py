@@ -106,6 +106,19 @@ def _tls_proxy(cluster: SlurmCluster, image: str | None) -> Manifest:
     return container
 
 
+def _slurmctld_wait(host: str, image: str) -> Manifest:
+    """slurmd's wait for slurmctld, as slurmrestd's unprivileged user: it only dials."""
+    wait = conf_server_wait(host, wk.SLURMCTLD_PORT, image=image)
+    wait["securityContext"] = {
+        "runAsUser": RESTD_UID,
+        "runAsGroup": RESTD_UID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    return wait
+
+
 def _tls_volumes(cluster: SlurmCluster, secret: str) -> list[Manifest]:
     items = [{"key": TLS_CERT, "path": TLS_CERT}, {"key": TLS_KEY, "path": TLS_KEY}]
     return [
@@ -189,9 +202,7 @@ def restapi_deployment(
         # half a minute for its answer (slurmrestd retries the controller it could
         # not resolve), and holds up the reconcile that asked: start once slurmctld
         # listens, as slurmd does.
-        "initContainers": [
-            conf_server_wait(names.controller_fqdn, wk.SLURMCTLD_PORT, image=container["image"])
-        ],
+        "initContainers": [_slurmctld_wait(names.controller_fqdn, container["image"])],
         "containers": containers,
         "volumes": volumes,
         "securityContext": {"fsGroup": RESTD_UID},
