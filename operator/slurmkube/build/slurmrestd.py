@@ -96,26 +96,25 @@ def _tls_proxy(cluster: SlurmCluster, image: str | None) -> Manifest:
         {"name": "restapi-tls", "mountPath": TLS_DIR, "readOnly": True},
         {"name": "restapi-socket", "mountPath": SOCKET_DIR},
     ]
-    container["securityContext"] = {
+    container["securityContext"] = _unprivileged()
+    return container
+
+
+def _unprivileged() -> Manifest:
+    """slurmrestd's user, with nothing to escalate to."""
+    return {
         "runAsUser": RESTD_UID,
         "runAsGroup": RESTD_UID,
         "runAsNonRoot": True,
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
     }
-    return container
 
 
 def _slurmctld_wait(host: str, image: str) -> Manifest:
     """slurmd's wait for slurmctld, as slurmrestd's unprivileged user: it only dials."""
     wait = conf_server_wait(host, wk.SLURMCTLD_PORT, image=image)
-    wait["securityContext"] = {
-        "runAsUser": RESTD_UID,
-        "runAsGroup": RESTD_UID,
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    wait["securityContext"] = _unprivileged()
     return wait
 
 
