@@ -59,11 +59,22 @@ def slurmd_registered(
     return None
 
 
+def _goes_anyway(*, policy: str, forced: bool, controller_running: bool) -> str | None:
+    """Why the deletion proceeds whatever Slurm says; None when Slurm's answer decides."""
+    if policy == "Delete":
+        return "deletionPolicy Delete"
+    if forced:
+        return f"forced by {wk.ANNOTATION_FORCE_DELETE}"
+    if not controller_running:
+        return "slurmctld is gone or going: no job can be kept"
+    return None
+
+
 def reads_slurm(*, policy: str, forced: bool, controller_running: bool) -> bool:
     """Whether Slurm's answer can change the step: not when the deletion goes
     anyway. A read then would only wait on a slurmctld going away, which
     slurmrestd retries for half a minute before it answers."""
-    return policy != "Delete" and not forced and controller_running
+    return _goes_anyway(policy=policy, forced=forced, controller_running=controller_running) is None
 
 
 def plan_deletion(
@@ -78,12 +89,9 @@ def plan_deletion(
     answer; `controller_running`: the slurmctld pod runs and is not being deleted;
     `registered`: status.slurmdRegistered (False: no slurmd ever registered)."""
     force = f"annotate {wk.ANNOTATION_FORCE_DELETE}=true to delete now (running jobs die)"
-    if policy == "Delete":
-        return DeletionStep(True, "deletionPolicy Delete")
-    if forced:
-        return DeletionStep(True, f"forced by {wk.ANNOTATION_FORCE_DELETE}")
-    if not controller_running:
-        return DeletionStep(True, "slurmctld is gone or going: no job can be kept")
+    anyway = _goes_anyway(policy=policy, forced=forced, controller_running=controller_running)
+    if anyway is not None:
+        return DeletionStep(True, anyway)
     if slurm_nodes is None and registered is False:
         return DeletionStep(True, "no slurmd ever registered with slurmctld: no job can run")
     if slurm_nodes is None:
